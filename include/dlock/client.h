@@ -1,0 +1,90 @@
+// dlock/client.h — a connection to one store, and the primitives made on it.
+//
+// dlock::connect() parses the URL, opens the backend and starts the client's
+// lease keeper (one background thread that renews every lease the client
+// holds). The client and every Mutex made from it share that state; when
+// the last of them goes away, held locks are released and the thread ends.
+//
+// URLs:
+//   file:///abs/dir        lock files in a directory (one host; the default)
+//   sqlite:///abs/path.db  a lock table in an SQLite database (one host)
+//
+// Thread-safety: a Client may be used from any number of threads.
+#pragma once
+
+#include <dlock/mutex.h>
+#include <dlock/options.h>
+#include <dlock/status.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlock {
+
+class Client;
+namespace detail {
+class ClientState;
+std::shared_ptr<Client> make_client(std::shared_ptr<ClientState> state);
+}  // namespace detail
+
+// One held lock as the store reports it (dlock status).
+struct LockInfo {
+  std::string name;
+  // Who holds it, for people: e.g. "pid 4242 owner 3fa2c1d0…" (never the
+  // full owner token).
+  std::string holder;
+  std::uint64_t token = 0;
+  // Lease left as the store sees it; nullopt if the lock lives as long as
+  // its holder's session.
+  std::optional<std::chrono::milliseconds> remaining;
+};
+
+class Client {
+ public:
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // A handle on the lock `name`. Checks the name and options (throws
+  // invalid_argument); makes no remote call.
+  Mutex mutex(std::string name, MutexOptions options = {});
+
+  // Locks currently held whose names start with `prefix`.
+  std::vector<LockInfo> list_locks(std::string_view prefix = {});
+
+  // One round trip to the store with no lock logic: a health check, and the
+  // benchmarks' reference for the physical limit.
+  Status ping();
+
+  // The URL this client was made from, with any password replaced by "***".
+  const std::string& url() const noexcept;
+  // The backend's scheme ("file", "sqlite", ...).
+  const std::string& scheme() const noexcept;
+
+  // Lock releases that failed or unlock() calls by a thread without a hold,
+  // since the client was made.
+  std::uint64_t failed_releases() const noexcept;
+
+ private:
+  friend std::shared_ptr<Client> detail::make_client(std::shared_ptr<detail::ClientState>);
+  explicit Client(std::shared_ptr<detail::ClientState> state);
+  std::shared_ptr<detail::ClientState> state_;
+};
+
+// Connects to the store named by `url`. Throws Error: invalid_argument for
+// a malformed or unknown URL (the message names the part), unavailable if
+// the store can't be reached within options.op_timeout.
+std::shared_ptr<Client> connect(std::string_view url, ClientOptions options = {});
+
+// The same as connect() but returns the error instead of throwing.
+Result<std::shared_ptr<Client>> connect_checked(std::string_view url, ClientOptions options = {});
+
+// The backends compiled into this build, e.g. {"file", "sqlite"}.
+std::vector<std::string> backends();
+
+}  // namespace dlock

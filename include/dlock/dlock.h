@@ -1,0 +1,8 @@
+// dlock/dlock.h — everything a user needs: connect(), Client, Mutex, options, errors.
+#pragma once
+
+#include <dlock/client.h>
+#include <dlock/error.h>
+#include <dlock/mutex.h>
+#include <dlock/options.h>
+#include <dlock/status.h>

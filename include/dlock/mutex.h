@@ -1,0 +1,129 @@
+// dlock/mutex.h — a mutex shared by every process that uses the same store.
+//
+// dlock::Mutex models the standard TimedLockable requirements, so
+// std::unique_lock, std::scoped_lock and std::lock_guard work with it. It is
+// reentrant by default (like std::recursive_timed_mutex): the hold count is
+// kept per (lock name, thread) across all Mutex objects of one Client, and
+// re-entry costs no round trip.
+//
+// Why a fencing token: a lock alone cannot protect a resource. A holder can
+// pause (GC, swap, SIGSTOP) past its lease, another process takes the lock,
+// and the first one wakes up and writes believing it still holds it. Pass
+// token() with every write and have the resource refuse a token lower than
+// the highest it has seen; tokens strictly increase per lock name across all
+// clients of a store.
+//
+// Thread-safety: one Mutex object may be used from many threads; each thread
+// holds or doesn't hold independently. Blocking calls: lock(), try_lock_for(),
+// try_lock_until() wait; try_lock() makes one attempt; all of them make
+// remote calls bounded by ClientOptions::op_timeout.
+//
+// Lease loss: when the client learns that the lease is gone (a renewal was
+// refused, renewals failed until the lease ran out, a fixed lease expired),
+// lost() turns true and stop_token() is signalled. The hold stays counted
+// until unlock(); unlock() then releases nothing remote.
+//
+// Example:
+//   auto client = dlock::connect("file:///var/lib/myapp/locks");
+//   auto stock = client->mutex("stock:1001");
+//   {
+//     std::unique_lock hold(stock);
+//     write_stock(stock.token(), stock.stop_token());
+//   }
+#pragma once
+
+#include <dlock/options.h>
+#include <dlock/status.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stop_token>
+#include <string>
+
+namespace dlock {
+
+namespace detail {
+class ClientState;
+}
+
+class Mutex {
+ public:
+  Mutex(Mutex&&) noexcept = default;
+  Mutex& operator=(Mutex&&) noexcept = default;
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
+  // Destroying a Mutex does not release holds: they belong to the thread
+  // and are released by unlock() (or when the Client goes away).
+  ~Mutex() = default;
+
+  // Blocks until the lock is held by the calling thread.
+  // Throws Error: unavailable (store unreachable), would_deadlock
+  // (non-reentrant and already held by this thread).
+  void lock();
+
+  // One attempt; true if the calling thread now holds the lock.
+  bool try_lock();
+
+  // Waits at most `timeout` (negative counts as zero); true if acquired.
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
+    auto d = std::chrono::ceil<std::chrono::steady_clock::duration>(timeout);
+    if (d < d.zero()) d = d.zero();
+    return acquire_until(std::chrono::steady_clock::now() + d);
+  }
+
+  // Waits until `deadline` on its own clock; true if acquired.
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    if constexpr (std::is_same_v<Clock, std::chrono::steady_clock>) {
+      return acquire_until(std::chrono::time_point_cast<std::chrono::steady_clock::duration>(deadline));
+    } else {
+      return try_lock_for(deadline - Clock::now());
+    }
+  }
+
+  // Drops one hold; the last one releases the lock and wakes a waiter.
+  // Never throws: a failed release or an unlock by a thread that does not
+  // hold the lock is counted and otherwise ignored. Use unlock_checked() to
+  // see the outcome.
+  void unlock() noexcept;
+
+  // unlock() that reports: not_owner if the calling thread does not hold the
+  // lock (nothing is changed), lock_lost if the lease was already gone,
+  // unavailable if the store could not be told (the lease then runs out).
+  Status unlock_checked() noexcept;
+
+  // The fencing token of the calling thread's hold. Throws not_owner if the
+  // calling thread does not hold the lock.
+  std::uint64_t token() const;
+
+  // True if the calling thread holds the lock but its lease is gone.
+  bool lost() const noexcept;
+
+  // Signalled when the calling thread's hold is lost (never signalled by a
+  // normal unlock). Throws not_owner if the calling thread does not hold it.
+  std::stop_token stop_token() const;
+
+  bool held_by_current_thread() const noexcept;
+  // Holds of the calling thread: 0 if it does not hold the lock.
+  std::size_t hold_count() const noexcept;
+
+  // Admin: frees the lock whoever holds it (for a stuck holder). The
+  // holder's next renewal reports it lost. Throws on store errors.
+  void force_unlock();
+
+  const std::string& name() const noexcept { return name_; }
+  const MutexOptions& options() const noexcept { return options_; }
+
+ private:
+  friend class Client;
+  Mutex(std::shared_ptr<detail::ClientState> client, std::string name, MutexOptions options);
+  bool acquire_until(std::chrono::steady_clock::time_point deadline);
+
+  std::shared_ptr<detail::ClientState> client_;
+  std::string name_;
+  MutexOptions options_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,50 @@
+// dlock/options.h — options for a client and for each mutex.
+//
+// Plain structs with commented defaults; use designated initialisers:
+//   auto m = client->mutex("orders", {.lease = 10s, .lease_mode = dlock::LeaseMode::fixed});
+// Every option is checked before any I/O; a bad value is refused with
+// errc::invalid_argument and a message naming the field.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+
+namespace dlock {
+
+struct ClientOptions {
+  // Longest one call to the store may take (connecting included) before it
+  // fails with errc::unavailable. Must be > 0.
+  std::chrono::milliseconds op_timeout{5'000};
+  // Longest pause between two acquire attempts while waiting. Waiters on
+  // backends with notifications sleep until notified and use this only as a
+  // safety net; backends without notifications (sqlite) back off with jitter
+  // from 1 ms up to this. Must be > 0.
+  std::chrono::milliseconds max_backoff{100};
+};
+
+enum class LeaseMode {
+  // The client renews the lease every renew_interval while the holder's
+  // process lives, so the lock is held until unlock(). If the process dies
+  // or stops renewing (paused, partitioned), the store frees the lock after
+  // `lease`.
+  watchdog,
+  // The lease is never renewed: the lock expires `lease` after it was
+  // acquired even if the holder still works. lost() turns true then.
+  fixed,
+};
+
+struct MutexOptions {
+  // How long the store keeps the lock without hearing from the holder.
+  // Must be > 0 and at most 24 h.
+  std::chrono::milliseconds lease{30'000};
+  LeaseMode lease_mode = LeaseMode::watchdog;
+  // watchdog mode: how often the lease is renewed. 0 means lease / 3.
+  // Must be < lease.
+  std::chrono::milliseconds renew_interval{0};
+  // true: the thread holding the lock may lock it again; each lock() needs
+  // its own unlock() (a hold count, like std::recursive_mutex).
+  // false: locking it again from the holding thread throws would_deadlock.
+  bool reentrant = true;
+};
+
+}  // namespace dlock

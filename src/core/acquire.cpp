@@ -1,0 +1,53 @@
+#include "core/acquire.h"
+
+#include "core/backoff.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace dlock::detail {
+namespace {
+
+// With notifications, a waiter still re-checks this often in case one was
+// lost (a notification is a hint, the store's state is the truth).
+constexpr std::chrono::milliseconds notification_safety_net{500};
+
+// Retry just after the holder's lease ends, not just before.
+constexpr std::chrono::milliseconds expiry_margin{1};
+
+}  // namespace
+
+Result<std::optional<Grant>> acquire(LockDriver& driver, const LockRequest& request,
+                                     steady::time_point deadline, const ClientOptions& options) {
+  Backoff backoff(std::chrono::milliseconds(1), options.max_backoff);
+  std::unique_ptr<Waiter> waiter;
+  bool subscribed = false;
+  for (;;) {
+    auto attempt = driver.try_acquire(request);
+    if (!attempt) return attempt.status();
+    if (auto* grant = std::get_if<Grant>(&*attempt)) return std::optional<Grant>(std::move(*grant));
+    const Busy& busy = std::get<Busy>(*attempt);
+
+    auto now = steady::now();
+    if (now >= deadline) return std::optional<Grant>();
+    if (!subscribed) {
+      // Subscribe, then try once more: a release between the failed
+      // attempt and the subscription would otherwise be missed.
+      subscribed = true;
+      waiter = driver.watch(request);
+      if (waiter) continue;
+    }
+    auto wake = deadline;
+    if (busy.holder_expires != steady::time_point::max())
+      wake = std::min(wake, busy.holder_expires + expiry_margin);
+    if (waiter) {
+      wake = std::min(wake, now + notification_safety_net);
+      if (Status s = waiter->wait_until(wake); !s) return s;
+    } else {
+      wake = std::min(wake, now + backoff.next());
+      std::this_thread::sleep_until(wake);
+    }
+  }
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,34 @@
+#include <dlock/client.h>
+
+#include "core/client_state.h"
+#include "core/validate.h"
+
+namespace dlock {
+
+Client::Client(std::shared_ptr<detail::ClientState> state) : state_(std::move(state)) {}
+Client::~Client() = default;
+
+Mutex Client::mutex(std::string name, MutexOptions options) {
+  detail::validate_name(name).throw_if_error();
+  state_->backend().validate_name(name).throw_if_error();
+  detail::validate(options).throw_if_error();
+  return Mutex(state_, std::move(name), options);
+}
+
+std::vector<LockInfo> Client::list_locks(std::string_view prefix) {
+  return state_->backend().locks().list(prefix).value();
+}
+
+Status Client::ping() { return state_->backend().ping(); }
+
+const std::string& Client::url() const noexcept { return state_->url(); }
+const std::string& Client::scheme() const noexcept { return state_->scheme(); }
+std::uint64_t Client::failed_releases() const noexcept { return state_->failed_releases(); }
+
+namespace detail {
+std::shared_ptr<Client> make_client(std::shared_ptr<ClientState> state) {
+  return std::shared_ptr<Client>(new Client(std::move(state)));
+}
+}  // namespace detail
+
+}  // namespace dlock

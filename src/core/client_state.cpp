@@ -1,0 +1,103 @@
+#include "core/client_state.h"
+
+#include "core/acquire.h"
+#include "core/owner_id.h"
+#include "core/validate.h"
+
+namespace dlock::detail {
+
+ClientState::ClientState(std::unique_ptr<Backend> backend, std::string client_id, std::string url,
+                         std::string scheme, ClientOptions options)
+    : backend_(std::move(backend)),
+      client_id_(std::move(client_id)),
+      url_(std::move(url)),
+      scheme_(std::move(scheme)),
+      options_(options),
+      keeper_(std::make_unique<LeaseKeeper>(backend_->locks())) {}
+
+ClientState::~ClientState() {
+  keeper_.reset();  // no renewal from here on
+  std::lock_guard lk(mu_);
+  for (auto& [key, hold] : holds_) {
+    std::lock_guard g(hold->mu);
+    if (!hold->released) {
+      hold->released = true;
+      (void)backend_->locks().release(hold->request, hold->grant);
+    }
+  }
+}
+
+Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& options,
+                                  steady::time_point deadline) {
+  const Key key{name, std::this_thread::get_id()};
+  {
+    std::lock_guard lk(mu_);
+    if (auto it = holds_.find(key); it != holds_.end()) {
+      if (!options.reentrant)
+        return Result<bool>(errc::would_deadlock,
+                            "lock '" + name + "': already held by this thread and the mutex is not reentrant");
+      if (it->second->lost.load())
+        return Result<bool>(errc::lock_lost, "lock '" + name + "': this thread's hold was lost; unlock it first");
+      ++it->second->count;
+      return true;
+    }
+  }
+  LockRequest request{name, owner_for_this_thread(client_id_), options.lease, options.lease_mode};
+  auto got = detail::acquire(backend_->locks(), request, deadline, options_);
+  if (!got) return got.status();
+  if (!*got) return false;
+
+  auto hold = std::make_shared<Hold>();
+  hold->request = std::move(request);
+  hold->grant = std::move(**got);
+  hold->thread = key.second;
+  hold->renew_every = renew_interval(options);
+  hold->next_renewal = steady::now() + hold->renew_every;
+  hold->deadline = hold->grant.valid_until;
+  {
+    std::lock_guard lk(mu_);
+    holds_.emplace(key, hold);
+  }
+  if (hold->grant.valid_until != steady::time_point::max()) keeper_->add(hold);
+  return true;
+}
+
+Status ClientState::release(const std::string& name) noexcept {
+  try {
+    std::shared_ptr<Hold> hold;
+    {
+      std::lock_guard lk(mu_);
+      auto it = holds_.find(Key{name, std::this_thread::get_id()});
+      if (it == holds_.end()) {
+        failed_releases_.fetch_add(1);
+        return Status(errc::not_owner, "unlock '" + name + "': the calling thread does not hold this lock");
+      }
+      if (--it->second->count > 0) return {};
+      hold = std::move(it->second);
+      holds_.erase(it);
+    }
+    std::lock_guard g(hold->mu);
+    keeper_->remove(hold.get());
+    hold->released = true;
+    Status s = backend_->locks().release(hold->request, hold->grant);
+    if (hold->lost.load() && s.ok())
+      s = Status(errc::lock_lost, "unlock '" + name + "': the lease had been lost before unlock");
+    if (!s.ok()) failed_releases_.fetch_add(1);
+    return s;
+  } catch (const std::exception& e) {
+    failed_releases_.fetch_add(1);
+    return Status(errc::internal, std::string("unlock '") + name + "': " + e.what());
+  }
+}
+
+std::shared_ptr<Hold> ClientState::find(const std::string& name) const {
+  std::lock_guard lk(mu_);
+  auto it = holds_.find(Key{name, std::this_thread::get_id()});
+  return it == holds_.end() ? nullptr : it->second;
+}
+
+Status ClientState::force_release(const std::string& name) {
+  return backend_->locks().force_release(name);
+}
+
+}  // namespace dlock::detail

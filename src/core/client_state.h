@@ -1,0 +1,63 @@
+// client_state.h — what a Client and all its Mutex handles share.
+//
+// Owns the backend, the client's owner id, the table of holds (reentrancy is
+// counted here, per lock name and thread, across all Mutex objects) and the
+// lease keeper. Destroyed when the last Client/Mutex handle goes: the keeper
+// stops, and locks still held are released.
+#pragma once
+
+#include "core/driver.h"
+#include "core/hold.h"
+#include "core/lease_keeper.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace dlock::detail {
+
+class ClientState {
+ public:
+  ClientState(std::unique_ptr<Backend> backend, std::string client_id, std::string url,
+              std::string scheme, ClientOptions options);
+  ~ClientState();
+  ClientState(const ClientState&) = delete;
+  ClientState& operator=(const ClientState&) = delete;
+
+  // true: the calling thread now holds `name` (new grant or one more hold).
+  Result<bool> acquire(const std::string& name, const MutexOptions& options, steady::time_point deadline);
+  Status release(const std::string& name) noexcept;
+  // The calling thread's hold of `name`, or nullptr.
+  std::shared_ptr<Hold> find(const std::string& name) const;
+  Status force_release(const std::string& name);
+
+  Backend& backend() { return *backend_; }
+  const ClientOptions& options() const { return options_; }
+  const std::string& url() const { return url_; }
+  const std::string& scheme() const { return scheme_; }
+  std::uint64_t failed_releases() const { return failed_releases_.load(); }
+  std::uint64_t renewal_batches() const { return keeper_->batches(); }
+
+ private:
+  using Key = std::pair<std::string, std::thread::id>;
+
+  std::unique_ptr<Backend> backend_;
+  std::string client_id_;
+  std::string url_;
+  std::string scheme_;
+  ClientOptions options_;
+  mutable std::mutex mu_;
+  std::map<Key, std::shared_ptr<Hold>> holds_;  // guarded by mu_
+  std::atomic<std::uint64_t> failed_releases_{0};
+  std::unique_ptr<LeaseKeeper> keeper_;
+};
+
+// Builds a Client around an opened backend (used by connect()).
+std::shared_ptr<Client> make_client(std::shared_ptr<ClientState> state);
+
+}  // namespace dlock::detail

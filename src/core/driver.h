@@ -1,0 +1,115 @@
+// driver.h — the seam between core and a backend.
+//
+// Core owns everything that is the same on every store: reentrancy, the
+// acquire loop (deadline, backoff, waiting), the lease keeper, validation.
+// A backend implements only the remote steps below. Every call must return
+// within ClientOptions::op_timeout (errc::unavailable otherwise) and must
+// translate its store's errors in one place.
+#pragma once
+
+#include <dlock/client.h>
+#include <dlock/options.h>
+#include <dlock/status.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace dlock::detail {
+
+using steady = std::chrono::steady_clock;
+
+// What a backend needs to take, renew or release one lock for one owner.
+struct LockRequest {
+  std::string name;   // already validated by core and by Backend::validate_name
+  std::string owner;  // client id (128 random bits, hex) + "-" + thread ordinal
+  std::chrono::milliseconds lease{};
+  LeaseMode mode = LeaseMode::watchdog;
+};
+
+// Backend state a grant needs later (an open descriptor, a row id, ...).
+class GrantState {
+ public:
+  virtual ~GrantState() = default;
+};
+
+// The lock is ours.
+struct Grant {
+  std::uint64_t token = 0;
+  // Until when the store keeps it for us, on this process's monotonic clock,
+  // computed from the time the request was *sent* (not answered).
+  steady::time_point valid_until = steady::time_point::max();
+  std::unique_ptr<GrantState> state;
+};
+
+// Someone else holds it.
+struct Busy {
+  // When the holder's lease runs out as far as the store told us; the
+  // acquire loop retries no later than this. max() if unknown.
+  steady::time_point holder_expires = steady::time_point::max();
+};
+
+using Attempt = std::variant<Grant, Busy>;
+
+// A subscription to "this lock may have become free". Made before the
+// retry that follows a Busy, so a release between that retry and the wait
+// is not missed.
+class Waiter {
+ public:
+  virtual ~Waiter() = default;
+  // Blocks until notified or `until`. Spurious wake-ups are allowed.
+  virtual Status wait_until(steady::time_point until) = 0;
+};
+
+// One lease to renew in a batch; the backend fills `outcome`.
+struct Renewal {
+  const LockRequest* request = nullptr;
+  Grant* grant = nullptr;
+  // ok: the lease was extended and grant->valid_until updated.
+  // lock_lost / not_owner: the store no longer has it for us.
+  // unavailable: could not tell; core retries until valid_until passes.
+  Status outcome;
+};
+
+class LockDriver {
+ public:
+  virtual ~LockDriver() = default;
+
+  // One attempt to take the lock: a Grant with a fresh fencing token, or Busy.
+  virtual Result<Attempt> try_acquire(const LockRequest& request) = 0;
+
+  // nullptr if this backend has no notifications; core then polls with backoff.
+  virtual std::unique_ptr<Waiter> watch(const LockRequest& request) = 0;
+
+  // Releases if (and only if) the store still has it for this owner and token.
+  // lock_lost if it was not ours any more; the grant is consumed either way.
+  virtual Status release(const LockRequest& request, Grant& grant) = 0;
+
+  // Extends every lease in `batch`, in as few round trips as the store allows.
+  virtual void renew(std::span<Renewal> batch) = 0;
+
+  // Admin: frees the lock whoever holds it.
+  virtual Status force_release(std::string_view name) = 0;
+
+  // Held locks whose names start with prefix.
+  virtual Result<std::vector<LockInfo>> list(std::string_view prefix) = 0;
+};
+
+// One connected store.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Backend-specific name rules (length after encoding, characters); core
+  // has already checked emptiness, the generic length limit and UTF-8.
+  virtual Status validate_name(std::string_view name) const = 0;
+  virtual LockDriver& locks() = 0;
+  // One round trip with no lock logic (health check, benchmark reference).
+  virtual Status ping() = 0;
+};
+
+}  // namespace dlock::detail

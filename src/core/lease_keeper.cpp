@@ -1,0 +1,115 @@
+#include "core/lease_keeper.h"
+
+#include <algorithm>
+
+namespace dlock::detail {
+namespace {
+
+// When a renewal could not reach the store, try again this often (but at
+// least a few times before the lease runs out).
+std::chrono::milliseconds retry_after_failure(const Hold& h) {
+  return std::clamp(h.renew_every / 4, std::chrono::milliseconds(1), std::chrono::milliseconds(500));
+}
+
+// When the keeper must look at this hold next.
+steady::time_point due_at(const Hold& h) {
+  if (h.request.mode == LeaseMode::fixed) return h.deadline;
+  return std::min(h.next_renewal, h.deadline);
+}
+
+}  // namespace
+
+LeaseKeeper::LeaseKeeper(LockDriver& driver) : driver_(driver), thread_([this] { run(); }) {}
+
+LeaseKeeper::~LeaseKeeper() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void LeaseKeeper::add(std::shared_ptr<Hold> hold) {
+  {
+    std::lock_guard lk(mu_);
+    holds_.push_back(std::move(hold));
+  }
+  cv_.notify_all();
+}
+
+void LeaseKeeper::remove(const Hold* hold) {
+  std::lock_guard lk(mu_);
+  std::erase_if(holds_, [&](const auto& h) { return h.get() == hold; });
+}
+
+std::uint64_t LeaseKeeper::batches() const {
+  std::lock_guard lk(mu_);
+  return batches_;
+}
+
+void LeaseKeeper::run() {
+  std::unique_lock lk(mu_);
+  while (!stopping_) {
+    auto next = steady::time_point::max();
+    for (const auto& h : holds_)
+      if (!h->lost.load()) next = std::min(next, due_at(*h));
+    if (next == steady::time_point::max()) {
+      cv_.wait(lk);
+      continue;
+    }
+    if (steady::now() < next) {
+      cv_.wait_until(lk, next);
+      continue;  // re-scan: holds may have come or gone
+    }
+    auto now = steady::now();
+    std::vector<std::shared_ptr<Hold>> due;
+    for (const auto& h : holds_)
+      if (!h->lost.load() && due_at(*h) <= now) due.push_back(h);
+    lk.unlock();
+    renew_due(due);
+    lk.lock();
+  }
+}
+
+void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
+  // Lock every due hold so that release can't run while its renewal is in
+  // flight; release() takes the same mutex, so after it no renewal is sent.
+  std::vector<std::unique_lock<std::mutex>> guards;
+  std::vector<Renewal> batch;
+  std::vector<Hold*> batched;
+  auto now = steady::now();
+  for (auto& h : due) {
+    std::unique_lock g(h->mu);
+    if (h->released || h->lost.load()) continue;
+    if (now >= h->grant.valid_until) {
+      h->mark_lost();  // the store may have freed it already
+      continue;
+    }
+    if (h->request.mode == LeaseMode::fixed) continue;
+    batch.push_back(Renewal{&h->request, &h->grant, {}});
+    batched.push_back(h.get());
+    guards.push_back(std::move(g));
+  }
+  if (batch.empty()) return;
+  driver_.renew(batch);
+  auto after = steady::now();
+  std::lock_guard lk(mu_);
+  ++batches_;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    Hold& h = *batched[i];
+    const Status& s = batch[i].outcome;
+    h.deadline = h.grant.valid_until;
+    if (s.ok()) {
+      h.next_renewal = after + h.renew_every;
+    } else if (s.code() == errc::lock_lost || s.code() == errc::not_owner) {
+      h.mark_lost();
+    } else if (after >= h.deadline) {
+      h.mark_lost();
+    } else {
+      h.next_renewal = after + retry_after_failure(h);
+    }
+  }
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,49 @@
+// lease_keeper.h — the one background thread per client that keeps leases alive.
+//
+// Watchdog leases are renewed every renew_interval, all those due at once in
+// one batch (one round trip per batch where the store allows). A renewal
+// the store refuses marks the hold lost at once; renewals that fail to reach
+// the store are retried until the lease's local deadline, where the hold is
+// marked lost even if the store never answered. Fixed leases are never
+// renewed and are marked lost at their local deadline.
+#pragma once
+
+#include "core/driver.h"
+#include "core/hold.h"
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dlock::detail {
+
+class LeaseKeeper {
+ public:
+  explicit LeaseKeeper(LockDriver& driver);
+  ~LeaseKeeper();  // stops and joins the thread
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+
+  void add(std::shared_ptr<Hold> hold);
+  // After remove() returns the keeper never renews `hold` again.
+  void remove(const Hold* hold);
+
+  // Renewal batches sent so far (for tests and benchmarks).
+  std::uint64_t batches() const;
+
+ private:
+  void run();
+  void renew_due(std::vector<std::shared_ptr<Hold>>& due);
+
+  LockDriver& driver_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<Hold>> holds_;  // guarded by mu_
+  bool stopping_ = false;                     // guarded by mu_
+  std::uint64_t batches_ = 0;                 // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace dlock::detail

@@ -1,0 +1,163 @@
+#include "core/url.h"
+
+#include <cctype>
+#include <charconv>
+
+namespace dlock::detail {
+namespace {
+
+Result<std::string> percent_decode(std::string_view s, std::string_view part) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    auto hex = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    if (i + 2 >= s.size() || hex(s[i + 1]) < 0 || hex(s[i + 2]) < 0)
+      return Result<std::string>(errc::invalid_argument,
+                                 "url: bad percent-escape in the " + std::string(part));
+    out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+    i += 2;
+  }
+  return out;
+}
+
+Status invalid(std::string why) { return Status(errc::invalid_argument, "url: " + std::move(why)); }
+
+}  // namespace
+
+std::string Url::redacted() const {
+  std::string out = scheme + "://";
+  if (user || password) {
+    out += user.value_or("");
+    if (password) out += ":***";
+    out += "@";
+  }
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    if (i) out += ",";
+    const auto& e = endpoints[i];
+    out += e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host;
+    if (e.port) out += ":" + std::to_string(*e.port);
+  }
+  out += path;
+  char sep = '?';
+  for (const auto& [k, v] : query) {
+    bool secret = k.find("pass") != std::string::npos || k.find("secret") != std::string::npos ||
+                  k.find("token") != std::string::npos;
+    out += sep + k + "=" + (secret ? "***" : v);
+    sep = '&';
+  }
+  return out;
+}
+
+Result<Url> parse_url(std::string_view text) {
+  Url url;
+  if (text.empty()) return invalid("is empty");
+  for (char c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == ' ')
+      return invalid("contains a space or control character");
+  auto colon = text.find("://");
+  if (colon == std::string_view::npos || colon == 0)
+    return invalid("missing scheme (expected scheme://..., e.g. file:///var/lib/locks)");
+  for (char c : text.substr(0, colon)) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.'))
+      return invalid("scheme '" + std::string(text.substr(0, colon)) + "' has invalid characters");
+    url.scheme.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  std::string_view rest = text.substr(colon + 3);
+
+  // Query.
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    std::string_view query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+    while (!query.empty()) {
+      auto amp = query.find('&');
+      std::string_view pair = query.substr(0, amp);
+      query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+      if (pair.empty()) continue;
+      auto eq = pair.find('=');
+      if (eq == 0) return invalid("query parameter without a name");
+      auto key = percent_decode(pair.substr(0, eq), "query");
+      if (!key) return key.status();
+      auto value = percent_decode(eq == std::string_view::npos ? "" : pair.substr(eq + 1), "query");
+      if (!value) return value.status();
+      if (url.query.count(*key)) return invalid("query parameter '" + *key + "' given twice");
+      url.query[*key] = *value;
+    }
+  }
+
+  // Authority and path.
+  auto slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    auto path = percent_decode(rest.substr(slash), "path");
+    if (!path) return path.status();
+    url.path = *path;
+  }
+
+  if (auto at = authority.rfind('@'); at != std::string_view::npos) {
+    std::string_view userinfo = authority.substr(0, at);
+    authority = authority.substr(at + 1);
+    auto c = userinfo.find(':');
+    auto user = percent_decode(userinfo.substr(0, c), "user name");
+    if (!user) return user.status();
+    if (!user->empty()) url.user = *user;
+    if (c != std::string_view::npos) {
+      auto pass = percent_decode(userinfo.substr(c + 1), "password");
+      if (!pass) return pass.status();
+      url.password = *pass;
+    }
+  }
+
+  while (!authority.empty()) {
+    auto comma = authority.find(',');
+    std::string_view hostport = authority.substr(0, comma);
+    authority = comma == std::string_view::npos ? std::string_view{} : authority.substr(comma + 1);
+    if (comma != std::string_view::npos && authority.empty()) return invalid("trailing ',' in the host list");
+    if (hostport.empty()) return invalid("empty host in the host list");
+    Endpoint e;
+    std::string_view port;
+    if (hostport.front() == '[') {
+      auto close = hostport.find(']');
+      if (close == std::string_view::npos) return invalid("IPv6 address without closing ']'");
+      e.host = std::string(hostport.substr(1, close - 1));
+      if (e.host.empty()) return invalid("empty IPv6 address");
+      std::string_view after = hostport.substr(close + 1);
+      if (!after.empty()) {
+        if (after.front() != ':') return invalid("unexpected text after ']'");
+        port = after.substr(1);
+        if (port.empty()) return invalid("empty port after ':'");
+      }
+    } else {
+      auto c = hostport.rfind(':');
+      if (c != std::string_view::npos && hostport.find(':') != c)
+        return invalid("IPv6 addresses must be written in brackets, e.g. [::1]:6379");
+      e.host = std::string(hostport.substr(0, c));
+      if (c != std::string_view::npos) {
+        port = hostport.substr(c + 1);
+        if (port.empty()) return invalid("empty port after ':'");
+      }
+      if (e.host.empty()) return invalid("missing host before ':'");
+    }
+    if (!port.empty()) {
+      unsigned value = 0;
+      auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+      if (ec != std::errc{} || ptr != port.data() + port.size())
+        return invalid("port '" + std::string(port) + "' is not a number");
+      if (value == 0 || value > 65535)
+        return invalid("port " + std::string(port) + " is out of range (1-65535)");
+      e.port = static_cast<std::uint16_t>(value);
+    }
+    url.endpoints.push_back(std::move(e));
+  }
+  return url;
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,35 @@
+// commands.h — the dlock tool's subcommands and what they share.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace dlock::cli {
+
+// Exit statuses (documented in docs/cli.md).
+inline constexpr int exit_usage = 64;        // bad arguments
+inline constexpr int exit_unavailable = 69;  // the store could not be reached
+inline constexpr int exit_internal = 70;     // unexpected error
+inline constexpr int exit_not_acquired = 75; // lock not acquired within --wait
+inline constexpr int exit_lock_lost = 76;    // lock lost while the command ran; it was terminated
+
+// Each registers its subcommand on `app`; its callback stores the exit status in `status`.
+void add_run(CLI::App& app, int& status);
+void add_status(CLI::App& app, int& status);
+void add_demo(CLI::App& app, int& status);
+void add_bench(CLI::App& app, int& status);
+
+// DLOCK_BACKEND if set, else the file backend in a per-user directory
+// ($XDG_RUNTIME_DIR/dlock, or /tmp/dlock-<uid>).
+std::string default_backend();
+
+// Parses "500ms", "10s", "2m"; throws CLI::ValidationError naming `option`.
+std::chrono::milliseconds duration_arg(const std::string& text, std::string_view option);
+
+// JSON string literal with escapes.
+std::string json_string(std::string_view s);
+
+}  // namespace dlock::cli

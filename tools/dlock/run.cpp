@@ -1,0 +1,159 @@
+// dlock run — runs a command while holding a lock (like flock(1) or etcdctl lock).
+//
+// The command runs in a child process with DLOCK_NAME and DLOCK_TOKEN set.
+// It gets SIGKILL if dlock dies (PR_SET_PDEATHSIG), so it never runs on
+// unprotected, and every lock descriptor is close-on-exec, so the lock never
+// stays held by it. If the lock is lost while it runs, it gets SIGTERM, then
+// SIGKILL after --kill-after, and dlock exits with exit_lock_lost.
+#include "commands.h"
+
+#include <dlock/dlock.h>
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <stop_token>
+
+namespace dlock::cli {
+namespace {
+
+struct RunArgs {
+  std::string backend;
+  std::string wait;
+  std::string lease = "30s";
+  std::string kill_after = "5s";
+  std::string name;
+  std::vector<std::string> command;
+};
+
+// Signals dlock forwards to the command (and that end a wait for the lock).
+sigset_t forwarded_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD}) sigaddset(&set, s);
+  return set;
+}
+
+// A pending termination signal, consumed; 0 if none.
+int take_pending_signal(const sigset_t& set) {
+  timespec zero{0, 0};
+  for (;;) {
+    int s = sigtimedwait(&set, nullptr, &zero);
+    if (s != SIGCHLD) return s < 0 ? 0 : s;
+  }
+}
+
+int exit_status_of(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return exit_internal;
+}
+
+int run(const RunArgs& args) {
+  const auto lease = duration_arg(args.lease, "--lease");
+  const auto kill_after = duration_arg(args.kill_after, "--kill-after");
+  std::optional<std::chrono::milliseconds> wait;
+  if (!args.wait.empty()) wait = duration_arg(args.wait, "--wait");
+
+  // Block the signals before any thread exists, so they are only ever
+  // taken here with sigtimedwait (the client's threads inherit the mask).
+  const sigset_t signals = forwarded_signals();
+  sigset_t old_mask;
+  pthread_sigmask(SIG_BLOCK, &signals, &old_mask);
+
+  auto client = dlock::connect(args.backend.empty() ? default_backend() : args.backend);
+  auto mutex = client->mutex(args.name, {.lease = lease});
+
+  // Wait in slices so Ctrl-C or SIGTERM ends the wait.
+  const auto give_up = wait ? std::chrono::steady_clock::now() + *wait : std::chrono::steady_clock::time_point::max();
+  bool acquired = false;
+  for (;;) {
+    auto slice_end = std::min(give_up, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+    if (mutex.try_lock_until(slice_end)) {
+      acquired = true;
+      break;
+    }
+    if (int s = take_pending_signal(signals)) return 128 + s;
+    if (std::chrono::steady_clock::now() >= give_up) break;
+  }
+  if (!acquired) {
+    std::cerr << "dlock: lock '" << args.name << "' not acquired within " << args.wait << "\n";
+    return exit_not_acquired;
+  }
+
+  const std::string token = std::to_string(mutex.token());
+  ::setenv("DLOCK_NAME", args.name.c_str(), 1);
+  ::setenv("DLOCK_TOKEN", token.c_str(), 1);
+  std::vector<char*> argv;
+  for (const auto& a : args.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  const pid_t parent = ::getpid();
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t child = ::fork();
+  if (child < 0) {
+    mutex.unlock();
+    throw Error(errc::internal, "fork failed");
+  }
+  if (child == 0) {
+    // Only async-signal-safe calls until exec.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(exit_internal);  // dlock already gone
+    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    ::execvp(argv[0], argv.data());
+    ::_exit(errno == ENOENT ? 127 : 126);
+  }
+
+  std::atomic<bool> lost{false};
+  std::stop_callback on_lost(mutex.stop_token(), [&] {
+    lost = true;
+    ::kill(child, SIGTERM);
+  });
+  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  int wait_status = 0;
+  for (;;) {
+    timespec tick{0, 50'000'000};
+    int s = sigtimedwait(&signals, nullptr, &tick);
+    if (s > 0 && s != SIGCHLD) ::kill(child, s);
+    pid_t done = ::waitpid(child, &wait_status, WNOHANG);
+    if (done == child) break;
+    if (lost && !kill_at) kill_at = std::chrono::steady_clock::now() + kill_after;
+    if (kill_at && std::chrono::steady_clock::now() >= *kill_at) ::kill(child, SIGKILL);
+  }
+  Status released = mutex.unlock_checked();
+  if (lost) {
+    std::cerr << "dlock: lock '" << args.name << "' was lost while the command ran; the command was terminated\n";
+    return exit_lock_lost;
+  }
+  if (!released.ok() && released.code() != errc::unavailable)
+    std::cerr << "dlock: warning: " << released.message() << "\n";
+  return exit_status_of(wait_status);
+}
+
+}  // namespace
+
+void add_run(CLI::App& app, int& status) {
+  auto args = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand("run", "Run a command while holding a lock");
+  cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)");
+  cmd->add_option("--wait", args->wait, "Give up after this long (exit 75); 0 tries once; default: wait forever");
+  cmd->add_option("--lease", args->lease, "Lease, renewed while dlock runs (default 30s)");
+  cmd->add_option("--kill-after", args->kill_after,
+                  "If the lock is lost: SIGTERM the command, then SIGKILL after this (default 5s)");
+  cmd->add_option("name", args->name, "Lock name")->required();
+  cmd->add_option("command", args->command, "Command and its arguments (after --)")->required()->expected(-1);
+  cmd->footer(
+      "Exit status: the command's; 75 if the lock was not acquired within --wait; 76 if the lock\n"
+      "was lost while the command ran (it was terminated); 64 bad arguments; 69 store unavailable;\n"
+      "127 command not found.");
+  cmd->callback([args, &status] { status = run(*args); });
+}
+
+}  // namespace dlock::cli
