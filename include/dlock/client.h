@@ -44,6 +44,16 @@ struct LockInfo {
   std::optional<std::chrono::milliseconds> remaining;
 };
 
+// Counters since the client was made (for metrics and tests).
+struct ClientStats {
+  std::uint64_t acquisitions = 0;     // grants from the store (re-entries not counted)
+  std::uint64_t releases = 0;         // releases the store confirmed
+  std::uint64_t failed_releases = 0;  // releases that failed, and unlock() without a hold
+  std::uint64_t renewals = 0;         // leases the store extended
+  std::uint64_t renewal_batches = 0;  // renewal round trips (one per batch of due leases)
+  std::uint64_t leases_lost = 0;      // holds marked lost (lost() turned true)
+};
+
 class Client {
  public:
   ~Client();
@@ -66,8 +76,8 @@ class Client {
   // The backend's scheme ("file", "sqlite", ...).
   const std::string& scheme() const noexcept;
 
-  // Lock releases that failed or unlock() calls by a thread without a hold,
-  // since the client was made.
+  ClientStats stats() const noexcept;
+  // The same as stats().failed_releases.
   std::uint64_t failed_releases() const noexcept;
 
  private:

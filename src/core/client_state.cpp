@@ -29,14 +29,14 @@ ClientState::~ClientState() {
 
 Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& options,
                                   steady::time_point deadline) {
-  const Key key{name, std::this_thread::get_id()};
+  const Key key{name, thread_ordinal()};
   {
     std::lock_guard lk(mu_);
     if (auto it = holds_.find(key); it != holds_.end()) {
       if (!options.reentrant)
         return Result<bool>(errc::would_deadlock,
                             "lock '" + name + "': already held by this thread and the mutex is not reentrant");
-      if (it->second->lost.load())
+      if (it->second->check_lost())
         return Result<bool>(errc::lock_lost, "lock '" + name + "': this thread's hold was lost; unlock it first");
       ++it->second->count;
       return true;
@@ -47,6 +47,7 @@ Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& o
   if (!got) return got.status();
   if (!*got) return false;
 
+  acquisitions_.fetch_add(1, std::memory_order_relaxed);
   auto hold = std::make_shared<Hold>();
   hold->request = std::move(request);
   hold->grant = std::move(**got);
@@ -54,6 +55,8 @@ Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& o
   hold->renew_every = renew_interval(options);
   hold->next_renewal = steady::now() + hold->renew_every;
   hold->deadline = hold->grant.valid_until;
+  hold->valid_until.store(hold->deadline.time_since_epoch().count());
+  hold->lost_counter = &leases_lost_;
   {
     std::lock_guard lk(mu_);
     holds_.emplace(key, hold);
@@ -67,7 +70,7 @@ Status ClientState::release(const std::string& name) noexcept {
     std::shared_ptr<Hold> hold;
     {
       std::lock_guard lk(mu_);
-      auto it = holds_.find(Key{name, std::this_thread::get_id()});
+      auto it = holds_.find(Key{name, thread_ordinal()});
       if (it == holds_.end()) {
         failed_releases_.fetch_add(1);
         return Status(errc::not_owner, "unlock '" + name + "': the calling thread does not hold this lock");
@@ -80,9 +83,9 @@ Status ClientState::release(const std::string& name) noexcept {
     keeper_->remove(hold.get());
     hold->released = true;
     Status s = backend_->locks().release(hold->request, hold->grant);
-    if (hold->lost.load() && s.ok())
+    if (hold->check_lost() && s.ok())
       s = Status(errc::lock_lost, "unlock '" + name + "': the lease had been lost before unlock");
-    if (!s.ok()) failed_releases_.fetch_add(1);
+    (s.ok() ? releases_ : failed_releases_).fetch_add(1, std::memory_order_relaxed);
     return s;
   } catch (const std::exception& e) {
     failed_releases_.fetch_add(1);
@@ -92,8 +95,20 @@ Status ClientState::release(const std::string& name) noexcept {
 
 std::shared_ptr<Hold> ClientState::find(const std::string& name) const {
   std::lock_guard lk(mu_);
-  auto it = holds_.find(Key{name, std::this_thread::get_id()});
+  auto it = holds_.find(Key{name, thread_ordinal()});
   return it == holds_.end() ? nullptr : it->second;
+}
+
+ClientStats ClientState::stats() const {
+  auto k = keeper_->counters();
+  ClientStats out;
+  out.acquisitions = acquisitions_.load();
+  out.releases = releases_.load();
+  out.failed_releases = failed_releases_.load();
+  out.renewals = k.renewals;
+  out.renewal_batches = k.batches;
+  out.leases_lost = leases_lost_.load();
+  return out;
 }
 
 Status ClientState::force_release(const std::string& name) {

@@ -40,11 +40,12 @@ class ClientState {
   const ClientOptions& options() const { return options_; }
   const std::string& url() const { return url_; }
   const std::string& scheme() const { return scheme_; }
-  std::uint64_t failed_releases() const { return failed_releases_.load(); }
-  std::uint64_t renewal_batches() const { return keeper_->batches(); }
+  ClientStats stats() const;
 
  private:
-  using Key = std::pair<std::string, std::thread::id>;
+  // (lock name, thread ordinal): ordinals are never reused, unlike std::thread::id,
+  // so a new thread can never inherit a hold left by one that ended.
+  using Key = std::pair<std::string, std::uint64_t>;
 
   std::unique_ptr<Backend> backend_;
   std::string client_id_;
@@ -53,7 +54,10 @@ class ClientState {
   ClientOptions options_;
   mutable std::mutex mu_;
   std::map<Key, std::shared_ptr<Hold>> holds_;  // guarded by mu_
+  std::atomic<std::uint64_t> acquisitions_{0};
+  std::atomic<std::uint64_t> releases_{0};
   std::atomic<std::uint64_t> failed_releases_{0};
+  std::atomic<std::uint64_t> leases_lost_{0};
   std::unique_ptr<LeaseKeeper> keeper_;
 };
 

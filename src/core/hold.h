@@ -14,19 +14,32 @@ namespace dlock::detail {
 struct Hold {
   LockRequest request;
   Grant grant;                          // guarded by mu
-  std::thread::id thread;
+  std::uint64_t thread = 0;             // thread_ordinal() of the holding thread
   std::size_t count = 1;                // guarded by ClientState's table mutex
   std::chrono::milliseconds renew_every{};
   steady::time_point next_renewal{};    // guarded by the lease keeper's mutex
   steady::time_point deadline{};        // copy of grant.valid_until for the keeper, guarded by its mutex
   bool released = false;                // guarded by mu: no renewal after this
   std::atomic<bool> lost{false};
+  // grant.valid_until, readable without mu.
+  std::atomic<steady::rep> valid_until{steady::time_point::max().time_since_epoch().count()};
+  std::atomic<std::uint64_t>* lost_counter = nullptr;  // the client's count of lost holds
   std::stop_source stop;
   std::mutex mu;                        // serialises renewal against release
 
-  // Marks the lease gone: lost() turns true and stop_token() fires.
+  // Marks the lease gone, once: lost() turns true, stop_token() fires, the
+  // client counts it.
   void mark_lost() noexcept {
-    if (!lost.exchange(true)) stop.request_stop();
+    if (lost.exchange(true)) return;
+    if (lost_counter) lost_counter->fetch_add(1, std::memory_order_relaxed);
+    stop.request_stop();
+  }
+
+  // Lost, or past its local deadline: a holder that was paused knows it the
+  // moment it runs again, before the lease keeper has had a chance to run.
+  bool check_lost() noexcept {
+    if (!lost.load() && steady::now().time_since_epoch().count() >= valid_until.load()) mark_lost();
+    return lost.load();
   }
 };
 

@@ -43,10 +43,11 @@ void LeaseKeeper::remove(const Hold* hold) {
   std::erase_if(holds_, [&](const auto& h) { return h.get() == hold; });
 }
 
-std::uint64_t LeaseKeeper::batches() const {
+LeaseKeeper::Counters LeaseKeeper::counters() const {
   std::lock_guard lk(mu_);
-  return batches_;
+  return counters_;
 }
+
 
 void LeaseKeeper::run() {
   std::unique_lock lk(mu_);
@@ -95,12 +96,14 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
   driver_.renew(batch);
   auto after = steady::now();
   std::lock_guard lk(mu_);
-  ++batches_;
+  ++counters_.batches;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     Hold& h = *batched[i];
     const Status& s = batch[i].outcome;
     h.deadline = h.grant.valid_until;
+    h.valid_until.store(h.deadline.time_since_epoch().count());
     if (s.ok()) {
+      ++counters_.renewals;
       h.next_renewal = after + h.renew_every;
     } else if (s.code() == errc::lock_lost || s.code() == errc::not_owner) {
       h.mark_lost();

@@ -30,8 +30,11 @@ class LeaseKeeper {
   // After remove() returns the keeper never renews `hold` again.
   void remove(const Hold* hold);
 
-  // Renewal batches sent so far (for tests and benchmarks).
-  std::uint64_t batches() const;
+  struct Counters {
+    std::uint64_t renewals = 0;  // leases extended
+    std::uint64_t batches = 0;   // renew() calls
+  };
+  Counters counters() const;
 
  private:
   void run();
@@ -42,7 +45,7 @@ class LeaseKeeper {
   std::condition_variable cv_;
   std::vector<std::shared_ptr<Hold>> holds_;  // guarded by mu_
   bool stopping_ = false;                     // guarded by mu_
-  std::uint64_t batches_ = 0;                 // guarded by mu_
+  Counters counters_;                         // guarded by mu_
   std::thread thread_;
 };
 

@@ -48,7 +48,7 @@ std::uint64_t Mutex::token() const {
 bool Mutex::lost() const noexcept {
   try {
     auto hold = client_->find(name_);
-    return hold && hold->lost.load();
+    return hold && hold->check_lost();
   } catch (...) {
     return false;
   }

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what is needed, builds, and runs every test:
+#   1. the dev build (warnings as errors): unit, conformance and CLI tests;
+#   2. the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the unit tests under ThreadSanitizer.
+# Usage: scripts/test.sh [--quick]   (--quick: only step 1)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+[[ "${1:-}" == "--quick" ]] && quick=1
+jobs=$(nproc 2>/dev/null || echo 2)
+
+./scripts/install-deps.sh
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "dev build: every test"
+cmake --preset dev >/dev/null
+cmake --build --preset dev -j "$jobs"
+# One test at a time: the multi-process tests measure timing on a small machine.
+ctest --preset dev -j 1 --timeout 300
+
+if ((quick == 0)); then
+  for preset in asan tsan; do
+    step "$preset build: unit tests"
+    cmake --preset "$preset" >/dev/null
+    cmake --build --preset "$preset" -j "$jobs" --target dlock_unit_tests
+    ctest --preset "$preset" -j "$jobs" --timeout 300
+  done
+fi
+step "all tests passed"
