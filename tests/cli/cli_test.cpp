@@ -1,0 +1,161 @@
+// The dlock tool, run as a user runs it: exit codes, the environment CMD
+// gets, mutual exclusion between concurrent `dlock run`, and what happens
+// when the lock is lost or dlock itself dies.
+#include "child_process.h"
+
+#include <dlock/dlock.h>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Alive and not a zombie waiting to be reaped by init.
+bool process_alive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_field, comm, state;
+  stat >> pid_field >> comm >> state;
+  return state != "Z" && state != "X";
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  std::string url() const { return "file://" + dir_.path() + "/locks"; }
+
+  // Runs dlock with args; returns {exit status, stdout}.
+  std::pair<int, std::string> dlock(std::vector<std::string> args, std::chrono::milliseconds timeout = 30s) {
+    args.insert(args.begin(), DLOCK_TOOL);
+    ChildProcess p(args);
+    std::string out;
+    const auto until = std::chrono::steady_clock::now() + scaled(timeout);
+    while (auto line = p.read_line(std::chrono::duration_cast<std::chrono::milliseconds>(
+               until - std::chrono::steady_clock::now())))
+      out += *line + "\n";
+    auto status = p.wait(scaled(5s));
+    EXPECT_TRUE(status) << "dlock did not exit";
+    return {status.value_or(-1), out};
+  }
+
+  std::vector<std::string> run_args(const std::string& name, std::vector<std::string> extra,
+                                    std::vector<std::string> command) {
+    std::vector<std::string> args{"run", "--backend", url()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back(name);
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    return args;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(Cli, RunPassesTheCommandsExitStatusAndEnvironment) {
+  auto [status, out] = dlock(run_args("job", {}, {"/bin/sh", "-c", "echo \"$DLOCK_NAME $DLOCK_TOKEN\"; exit 3"}));
+  EXPECT_EQ(status, 3);
+  EXPECT_EQ(out, "job 1\n");
+  auto second = dlock(run_args("job", {}, {"/bin/sh", "-c", "echo $DLOCK_TOKEN"}));
+  EXPECT_EQ(second.first, 0);
+  EXPECT_EQ(second.second, "2\n") << "tokens must increase per name";
+}
+
+TEST_F(Cli, RunExitCodes) {
+  EXPECT_EQ(dlock(run_args("x", {}, {"/nonexistent/command"})).first, 127);
+  EXPECT_EQ(dlock(run_args("x", {"--wait", "ten"}, {"/bin/true"})).first, 64);
+  EXPECT_EQ(dlock(run_args("x", {"--lease", "0"}, {"/bin/true"})).first, 64);
+  EXPECT_EQ(dlock({"run", "--backend", "nosuch://x", "x", "--", "/bin/true"}).first, 64);
+  EXPECT_EQ(dlock(run_args("", {}, {"/bin/true"})).first, 64);
+
+  auto holder = dlock::connect(url())->mutex("busy");
+  holder.lock();
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(dlock(run_args("busy", {"--wait", "0"}, {"/bin/true"})).first, 75);
+  EXPECT_EQ(dlock(run_args("busy", {"--wait", "300ms"}, {"/bin/true"})).first, 75);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
+  holder.unlock();
+  EXPECT_EQ(dlock(run_args("busy", {"--wait", "0"}, {"/bin/true"})).first, 0);
+}
+
+TEST_F(Cli, NoLockDescriptorLeaksIntoTheCommand) {
+  auto [status, out] = dlock(run_args("leak", {}, {"/bin/sh", "-c", "ls -l /proc/$$/fd"}));
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(out.find(".lock"), std::string::npos) << out;
+  EXPECT_EQ(out.find("inotify"), std::string::npos) << out;
+}
+
+TEST_F(Cli, ConcurrentRunsIncrementACounterExactly) {
+  const std::string counter = dir_.path() + "/counter";
+  std::ofstream(counter) << 0;
+  const std::string script = "n=$(cat " + counter + "); sleep 0.01; echo $((n + 1)) > " + counter;
+  std::vector<std::unique_ptr<ChildProcess>> runs;
+  for (int i = 0; i < 20; ++i) {
+    auto args = run_args("counter", {}, {"/bin/sh", "-c", script});
+    args.insert(args.begin(), DLOCK_TOOL);
+    runs.push_back(std::make_unique<ChildProcess>(args));
+  }
+  for (auto& r : runs) EXPECT_EQ(r->wait(scaled(60s)), std::optional<int>(0));
+  std::ifstream in(counter);
+  int value = -1;
+  in >> value;
+  EXPECT_EQ(value, 20) << "concurrent dlock run lost updates";
+}
+
+TEST_F(Cli, LostLockTerminatesTheCommand) {
+  auto args = run_args("lost", {"--lease", "600ms", "--kill-after", "1s"}, {"/bin/sleep", "30"});
+  args.insert(args.begin(), DLOCK_TOOL);
+  ChildProcess run(args);
+  auto admin = dlock::connect(url());
+  auto m = admin->mutex("lost");
+  // Wait until dlock holds it, then take it away.
+  const auto until = std::chrono::steady_clock::now() + scaled(5s);
+  while (admin->list_locks("lost").empty() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_FALSE(admin->list_locks("lost").empty());
+  m.force_unlock();
+  ASSERT_TRUE(m.try_lock());
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(run.wait(scaled(10s)), std::optional<int>(76));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, scaled(3s));
+  m.unlock();
+}
+
+TEST_F(Cli, KilledDlockTakesTheCommandWithItAndFreesTheLock) {
+  auto args = run_args("orphan", {}, {"/bin/sh", "-c", "echo $$; exec sleep 30"});
+  args.insert(args.begin(), DLOCK_TOOL);
+  ChildProcess run(args);
+  auto line = run.read_line(scaled(5s));
+  ASSERT_TRUE(line);
+  const pid_t command = std::stoi(*line);
+  run.signal(SIGKILL);
+  ASSERT_TRUE(run.wait(5s));
+  const auto until = std::chrono::steady_clock::now() + scaled(2s);
+  while (process_alive(command) && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(process_alive(command)) << "the command outlived dlock";
+  auto m = dlock::connect(url())->mutex("orphan");
+  EXPECT_TRUE(m.try_lock_for(scaled(500ms))) << "the lock stayed held after dlock died";
+  m.unlock();
+}
+
+TEST_F(Cli, StatusShowsHeldLocks) {
+  auto c = dlock::connect(url());
+  auto m = c->mutex("status/one");
+  m.lock();
+  auto [status, out] = dlock({"status", "--backend", url(), "--json", "status/"});
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(out.find("\"name\":\"status/one\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"token\":" + std::to_string(m.token())), std::string::npos) << out;
+  m.unlock();
+  EXPECT_EQ(dlock({"status", "--backend", url(), "--json", "status/"}).second, "[]\n");
+}
+
+}  // namespace
+}  // namespace dlock::test

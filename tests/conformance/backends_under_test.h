@@ -1,0 +1,37 @@
+// backends_under_test.h — every backend the conformance suite runs on, and
+// what each claims. A backend joins the suite by adding one entry here
+// (servers it needs are started by a CTest fixture and found through the
+// environment).
+#pragma once
+
+#include <chrono>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace dlock::test {
+
+struct BackendUnderTest {
+  std::string name;
+  // A URL for a fresh, empty store whose files (if any) live under `dir`.
+  std::string (*url)(const std::string& dir);
+  // Whether a dead holder's lock is free at once (kernel/session), rather
+  // than after its lease.
+  bool frees_at_once_on_death;
+};
+
+// gtest prints the parameter by its name, not its bytes.
+inline void PrintTo(const BackendUnderTest& backend, std::ostream* os) { *os << backend.name; }
+
+inline std::vector<BackendUnderTest> backends_under_test() {
+  std::vector<BackendUnderTest> all;
+#ifdef DLOCK_WITH_FILE
+  all.push_back({"file", [](const std::string& dir) { return "file://" + dir + "/locks"; }, true});
+#endif
+#ifdef DLOCK_WITH_SQLITE
+  all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false});
+#endif
+  return all;
+}
+
+}  // namespace dlock::test

@@ -1,0 +1,358 @@
+// The conformance suite: written once, run on every backend in
+// backends_under_test(). Each test states a guarantee of DESIGN.md and
+// checks it against the real store, with the fencing-checking resource as
+// the oracle for mutual exclusion.
+#include "backends_under_test.h"
+#include "child_process.h"
+#include "fenced_resource.h"
+
+#include <dlock/dlock.h>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+class Conformance : public ::testing::TestWithParam<BackendUnderTest> {
+ protected:
+  std::string url() const { return GetParam().url(dir_.path()); }
+  std::string resource_path() const { return dir_.path() + "/resource"; }
+  std::string lock_name() const {
+    return std::string("conformance/") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+  std::shared_ptr<Client> client() const { return dlock::connect(url()); }
+
+  std::vector<std::string> worker(std::vector<std::string> args) const {
+    args.insert(args.begin(), DLOCK_TEST_WORKER);
+    return args;
+  }
+
+  TempDir dir_;
+};
+
+// Runs `processes` hammer workers and returns the oracle's counts.
+ResourceCounts hammer(const Conformance& t, const std::string& url, const std::string& name,
+                      const std::string& resource_path, int processes, int sections, bool use_lock) {
+  FencedResource resource(resource_path, true);
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int i = 0; i < processes; ++i) {
+    std::vector<std::string> args{DLOCK_TEST_WORKER, "hammer", url, name, std::to_string(sections),
+                                  resource_path, "200"};
+    if (!use_lock) args.push_back("nolock");
+    workers.push_back(std::make_unique<ChildProcess>(args));
+  }
+  for (auto& w : workers) {
+    auto status = w->wait(scaled(120s));
+    EXPECT_EQ(status, std::optional<int>(0)) << "worker " << w->pid() << " failed or hung";
+  }
+  (void)t;
+  return resource.counts();
+}
+
+TEST_P(Conformance, MutualExclusionAcrossProcesses) {
+  constexpr int processes = 8, sections = 200;
+  auto counts = hammer(*this, url(), lock_name(), resource_path(), processes, sections, true);
+  EXPECT_EQ(counts.overlaps, 0u);
+  EXPECT_EQ(counts.duplicate_tokens, 0u);
+  EXPECT_EQ(counts.stale_rejected, 0u);
+  EXPECT_EQ(counts.accepted, static_cast<std::uint64_t>(processes * sections));
+  EXPECT_EQ(counts.counter, processes * sections) << "lost updates under the lock";
+}
+
+// The same harness without the lock must see violations, or the test above
+// proves nothing.
+TEST_P(Conformance, OracleDetectsViolationsWithoutTheLock) {
+  auto counts = hammer(*this, url(), lock_name(), resource_path(), 8, 50, false);
+  EXPECT_GT(counts.overlaps + static_cast<std::uint64_t>(8 * 50 - counts.counter), 0u)
+      << "the oracle saw no overlap and no lost update without a lock";
+}
+
+TEST_P(Conformance, ReentrantHoldCountsAcrossMutexObjects) {
+  auto a = client();
+  auto b = client();
+  auto m1 = a->mutex(lock_name());
+  auto m2 = a->mutex(lock_name());
+  m1.lock();
+  const auto token = m1.token();
+  m2.lock();  // same client, same thread: re-entry, no new grant
+  EXPECT_EQ(m1.hold_count(), 2u);
+  EXPECT_EQ(m2.token(), token);
+  auto other = b->mutex(lock_name());
+  EXPECT_FALSE(other.try_lock());
+  m1.unlock();
+  EXPECT_TRUE(m2.held_by_current_thread());
+  EXPECT_FALSE(other.try_lock());
+  m2.unlock();
+  EXPECT_FALSE(m1.held_by_current_thread());
+  EXPECT_TRUE(other.try_lock());
+  EXPECT_GT(other.token(), token);
+  other.unlock();
+}
+
+TEST_P(Conformance, OtherThreadOfSameClientIsExcluded) {
+  auto c = client();
+  auto m = c->mutex(lock_name());
+  m.lock();
+  std::atomic<bool> got{true};
+  std::thread([&] { got = m.try_lock_for(200ms); }).join();
+  EXPECT_FALSE(got);
+  m.unlock();
+  std::thread([&] {
+    got = m.try_lock_for(2s);
+    if (got) m.unlock();
+  }).join();
+  EXPECT_TRUE(got);
+}
+
+TEST_P(Conformance, NonReentrantRelockIsRefused) {
+  auto c = client();
+  auto m = c->mutex(lock_name(), {.reentrant = false});
+  m.lock();
+  try {
+    m.lock();
+    FAIL() << "relock of a non-reentrant mutex succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), errc::would_deadlock);
+  }
+  EXPECT_EQ(m.hold_count(), 1u);
+  m.unlock();
+}
+
+TEST_P(Conformance, TryLockForReturnsWithinItsDeadline) {
+  auto holder = client();
+  auto waiter = client();
+  auto held = holder->mutex(lock_name());
+  held.lock();
+  auto m = waiter->mutex(lock_name());
+  for (auto timeout : {0ms, 50ms, 300ms}) {
+    auto start = steady::now();
+    EXPECT_FALSE(m.try_lock_for(timeout));
+    auto took = steady::now() - start;
+    EXPECT_GE(took, timeout);
+    EXPECT_LT(took, timeout + scaled(250ms)) << "try_lock_for(" << timeout.count() << "ms) overran";
+  }
+  EXPECT_FALSE(m.try_lock_for(-5s));
+  held.unlock();
+}
+
+TEST_P(Conformance, ReleaseWakesAWaiterPromptly) {
+  auto holder = client();
+  auto waiter = client();
+  auto held = holder->mutex(lock_name());
+  held.lock();
+  std::atomic<std::int64_t> woke_after_us{-1};
+  steady::time_point released_at;
+  std::mutex mu;
+  std::thread t([&] {
+    auto m = waiter->mutex(lock_name());
+    if (m.try_lock_for(scaled(10s))) {
+      std::lock_guard lk(mu);
+      woke_after_us = std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - released_at).count();
+      m.unlock();
+    }
+  });
+  std::this_thread::sleep_for(200ms);  // let it wait
+  {
+    std::lock_guard lk(mu);
+    released_at = steady::now();
+    held.unlock();
+  }
+  t.join();
+  ASSERT_GE(woke_after_us.load(), 0) << "the waiter never got the lock";
+  // A notification (or the backoff cap on polling backends), not the 10 s deadline.
+  EXPECT_LT(woke_after_us.load(), std::chrono::duration_cast<std::chrono::microseconds>(scaled(500ms)).count());
+}
+
+TEST_P(Conformance, TokensStrictlyIncreaseAcrossClients) {
+  auto a = client();
+  auto b = client();
+  std::uint64_t last = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto m = (i % 2 ? a : b)->mutex(lock_name());
+    m.lock();
+    EXPECT_GT(m.token(), last);
+    last = m.token();
+    m.unlock();
+  }
+}
+
+TEST_P(Conformance, HolderKilledLockBecomesFree) {
+  FencedResource resource(resource_path(), true);
+  const auto lease = 2s;
+  ChildProcess holder(worker({"hold", url(), lock_name(), "2000", "watchdog", resource_path()}));
+  auto line = holder.read_line(scaled(10s));
+  ASSERT_TRUE(line && line->starts_with("acquired ")) << line.value_or("<nothing>");
+  const std::uint64_t dead_token = std::stoull(line->substr(9));
+  auto c = client();
+  auto m = c->mutex(lock_name());
+  ASSERT_FALSE(m.try_lock());
+  holder.signal(SIGKILL);
+  ASSERT_TRUE(holder.wait(5s));
+  auto start = steady::now();
+  ASSERT_TRUE(m.try_lock_for(scaled(lease + 5s)));
+  auto took = steady::now() - start;
+  EXPECT_GT(m.token(), dead_token);
+  if (GetParam().frees_at_once_on_death)
+    EXPECT_LT(took, scaled(300ms)) << "the kernel should free a dead holder's lock at once";
+  else
+    EXPECT_LT(took, lease + scaled(1s)) << "not free within the lease";
+  m.unlock();
+}
+
+TEST_P(Conformance, HolderPausedPastFixedLeaseIsFencedOff) {
+  FencedResource resource(resource_path(), true);
+  ChildProcess holder(worker({"hold", url(), lock_name(), "1000", "fixed", resource_path()}));
+  auto line = holder.read_line(scaled(10s));
+  ASSERT_TRUE(line && line->starts_with("acquired ")) << line.value_or("<nothing>");
+  holder.write_line("write");
+  ASSERT_EQ(holder.read_line(scaled(5s)), std::optional<std::string>("write accepted lost=0"));
+
+  holder.signal(SIGSTOP);
+  auto c = client();
+  auto m = c->mutex(lock_name());
+  ASSERT_TRUE(m.try_lock_for(scaled(5s))) << "a stopped holder's fixed lease never ran out";
+  EXPECT_TRUE(resource.write(m.token(), 1)) << "the new holder's fenced write was refused";
+
+  holder.signal(SIGCONT);
+  holder.write_line("write");
+  EXPECT_EQ(holder.read_line(scaled(5s)), std::optional<std::string>("write rejected lost=1"));
+  holder.write_line("unlock");
+  EXPECT_EQ(holder.read_line(scaled(5s)), std::optional<std::string>("unlock lock_lost"));
+
+  // The stale holder's unlock must not have freed the new holder's lock.
+  auto third = client()->mutex(lock_name());
+  EXPECT_FALSE(third.try_lock());
+  m.unlock();
+  EXPECT_TRUE(third.try_lock());
+  third.unlock();
+}
+
+TEST_P(Conformance, WatchdogKeepsShortLeaseAlive) {
+  auto c = client();
+  auto other = client();
+  auto m = c->mutex(lock_name(), {.lease = 1s});
+  m.lock();
+  auto token = m.token();
+  auto contender = other->mutex(lock_name());
+  const auto until = steady::now() + 5s;
+  while (steady::now() < until) {
+    EXPECT_FALSE(contender.try_lock()) << "the lease ran out although its holder lives";
+    EXPECT_FALSE(m.lost());
+    std::this_thread::sleep_for(250ms);
+  }
+  EXPECT_EQ(m.token(), token);
+  EXPECT_GE(c->stats().renewals, 10u);  // every ~333 ms for 5 s
+  m.unlock();
+  EXPECT_TRUE(contender.try_lock());
+  contender.unlock();
+}
+
+TEST_P(Conformance, NoRenewalAfterUnlock) {
+  auto c = client();
+  auto m = c->mutex(lock_name(), {.lease = 300ms});
+  m.lock();
+  std::this_thread::sleep_for(450ms);
+  m.unlock();
+  auto renewals = c->stats().renewals;
+  EXPECT_GT(renewals, 0u);
+  std::this_thread::sleep_for(600ms);
+  EXPECT_EQ(c->stats().renewals, renewals);
+  EXPECT_EQ(c->stats().renewal_batches, c->stats().renewal_batches);
+}
+
+TEST_P(Conformance, UnlockByNonOwnerIsRefusedAndChangesNothing) {
+  auto c = client();
+  auto m = c->mutex(lock_name());
+  m.lock();
+  Status s;
+  std::thread([&] { s = m.unlock_checked(); }).join();
+  EXPECT_EQ(s.code(), errc::not_owner);
+  std::thread([&] { m.unlock(); }).join();  // noexcept, counted
+  EXPECT_EQ(c->stats().failed_releases, 2u);
+  EXPECT_FALSE(client()->mutex(lock_name()).try_lock()) << "a non-owner's unlock freed the lock";
+  EXPECT_TRUE(m.held_by_current_thread());
+  EXPECT_TRUE(m.unlock_checked().ok());
+}
+
+TEST_P(Conformance, ForceUnlockFreesAndHolderLearnsItLost) {
+  auto c = client();
+  auto m = c->mutex(lock_name(), {.lease = 600ms});
+  m.lock();
+  auto stop = m.stop_token();
+  auto admin = client();
+  admin->mutex(lock_name()).force_unlock();
+  auto other = admin->mutex(lock_name());
+  EXPECT_TRUE(other.try_lock());
+  const auto until = steady::now() + scaled(3s);
+  while (!m.lost() && steady::now() < until) std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(m.lost()) << "the next renewal should have found the lock taken";
+  EXPECT_TRUE(stop.stop_requested());
+  EXPECT_EQ(m.unlock_checked().code(), errc::lock_lost);
+  EXPECT_FALSE(client()->mutex(lock_name()).try_lock()) << "the lost holder's unlock freed the new holder's lock";
+  other.unlock();
+}
+
+TEST_P(Conformance, StatusListsHeldLocks) {
+  auto c = client();
+  auto m = c->mutex(lock_name() + "/listed");
+  m.lock();
+  auto locks = c->list_locks("conformance/");
+  ASSERT_EQ(locks.size(), 1u);
+  EXPECT_EQ(locks[0].name, lock_name() + "/listed");
+  EXPECT_EQ(locks[0].token, m.token());
+  EXPECT_TRUE(locks[0].remaining && *locks[0].remaining > 0ms);
+  m.unlock();
+  EXPECT_TRUE(c->list_locks("conformance/").empty());
+}
+
+TEST_P(Conformance, NoThreadOutlivesItsClient) {
+  const int before = thread_count();
+  {
+    auto c = client();
+    auto m = c->mutex(lock_name(), {.lease = 300ms});
+    m.lock();
+    EXPECT_GT(thread_count(), before);
+    m.unlock();
+  }
+  EXPECT_EQ(thread_count(), before);
+}
+
+TEST_P(Conformance, DestroyingTheClientReleasesItsLocks) {
+  {
+    auto c = client();
+    auto m = c->mutex(lock_name());
+    m.lock();
+  }
+  auto m = client()->mutex(lock_name());
+  EXPECT_TRUE(m.try_lock_for(scaled(1s)));
+  m.unlock();
+}
+
+TEST_P(Conformance, BadNamesAreRefusedBeforeAnyIo) {
+  auto c = client();
+  for (const std::string& bad : {std::string(), std::string(513, 'x'), std::string("a\nb"), std::string("\xc3\x28")}) {
+    try {
+      (void)c->mutex(bad);
+      ADD_FAILURE() << "accepted a bad name";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("name"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(c->list_locks().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(backends_under_test()),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+}  // namespace
+}  // namespace dlock::test

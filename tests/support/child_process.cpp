@@ -1,0 +1,120 @@
+#include "child_process.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+namespace dlock::test {
+
+ChildProcess::ChildProcess(const std::vector<std::string>& argv) {
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_ = ::fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  in_ = in[1];
+  out_ = out[0];
+}
+
+ChildProcess::~ChildProcess() {
+  if (!status_) {
+    ::kill(pid_, SIGKILL);
+    ::kill(pid_, SIGCONT);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+  }
+  ::close(in_);
+  ::close(out_);
+}
+
+void ChildProcess::write_line(const std::string& line) {
+  std::string data = line + "\n";
+  if (::write(in_, data.data(), data.size()) != static_cast<ssize_t>(data.size()))
+    throw std::runtime_error("write to child failed");
+}
+
+std::optional<std::string> ChildProcess::read_line(std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
+      std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return line;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    pollfd p{out_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[512];
+    ssize_t n = ::read(out_, buf, sizeof buf);
+    if (n <= 0) return std::nullopt;
+    buffer_.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+void ChildProcess::signal(int sig) { ::kill(pid_, sig); }
+
+std::optional<int> ChildProcess::wait(std::chrono::milliseconds timeout) {
+  if (status_) return status_;
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      return status_;
+    }
+    if (std::chrono::steady_clock::now() >= until) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::chrono::milliseconds scaled(std::chrono::milliseconds d) {
+  static const double scale = [] {
+    const char* s = std::getenv("DLOCK_TEST_TIME_SCALE");
+    double v = s ? std::atof(s) : 1.0;
+    return v > 0 ? v : 1.0;
+  }();
+  return std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(d.count()) * scale));
+}
+
+int thread_count() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/task")) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/dlock-test-XXXXXX";
+  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace dlock::test

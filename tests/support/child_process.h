@@ -1,0 +1,55 @@
+// child_process.h — a test's child process with line-based stdin/stdout pipes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dlock::test {
+
+class ChildProcess {
+ public:
+  // Starts argv[0] with the given arguments; its stdin and stdout are pipes.
+  explicit ChildProcess(const std::vector<std::string>& argv);
+  ~ChildProcess();  // SIGKILLs and reaps it if still running
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void write_line(const std::string& line);
+  // The next line of its stdout, or nullopt on timeout or EOF.
+  std::optional<std::string> read_line(std::chrono::milliseconds timeout);
+  void signal(int sig);
+  // Its exit status (128+signal if killed), or nullopt if still running after timeout.
+  std::optional<int> wait(std::chrono::milliseconds timeout);
+
+ private:
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1;
+  std::string buffer_;
+  std::optional<int> status_;
+};
+
+// Scales the test's timing margins: DLOCK_TEST_TIME_SCALE (default 1).
+std::chrono::milliseconds scaled(std::chrono::milliseconds d);
+
+// Threads of this process (entries of /proc/self/task).
+int thread_count();
+
+// A fresh directory under $TMPDIR, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace dlock::test

@@ -1,0 +1,87 @@
+// dlock_test_worker — the other processes of the multi-process tests.
+//
+//   hammer URL NAME COUNT RESOURCE WORK_US [nolock]
+//       COUNT critical sections: lock, fenced enter, read counter, pause
+//       WORK_US, write counter + 1, leave, unlock. "nolock" skips the lock
+//       (the control run that shows the oracle can see violations).
+//   hold URL NAME LEASE_MS watchdog|fixed RESOURCE
+//       Locks, prints "acquired <token>", then obeys stdin lines:
+//       "write"  → a fenced write with its token; prints
+//                  "write accepted|rejected lost=0|1"
+//       "unlock" → prints "unlock ok" or "unlock <error code>"
+//       EOF      → exits (without unlocking)
+#include "fenced_resource.h"
+
+#include <dlock/dlock.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <thread>
+
+namespace {
+
+int hammer(const std::string& url, const std::string& name, int count, const std::string& resource_path,
+           int work_us, bool use_lock) {
+  dlock::test::FencedResource resource(resource_path, false);
+  auto client = dlock::connect(url);
+  auto mutex = client->mutex(name);
+  const std::int64_t me = ::getpid();
+  for (int i = 0; i < count; ++i) {
+    std::uint64_t token = 0;
+    if (use_lock) {
+      mutex.lock();
+      token = mutex.token();
+    }
+    resource.enter(token, me);
+    auto value = resource.read_counter();
+    std::this_thread::sleep_for(std::chrono::microseconds(work_us));
+    resource.write_counter(value + 1);
+    resource.leave(me);
+    if (use_lock) mutex.unlock();
+  }
+  return 0;
+}
+
+int hold(const std::string& url, const std::string& name, long lease_ms, const std::string& mode,
+         const std::string& resource_path) {
+  dlock::test::FencedResource resource(resource_path, false);
+  auto client = dlock::connect(url);
+  auto mutex = client->mutex(name, {.lease = std::chrono::milliseconds(lease_ms),
+                                    .lease_mode = mode == "fixed" ? dlock::LeaseMode::fixed
+                                                                  : dlock::LeaseMode::watchdog});
+  mutex.lock();
+  const auto token = mutex.token();
+  std::cout << "acquired " << token << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line == "write") {
+      bool ok = resource.write(token, ::getpid());
+      std::cout << "write " << (ok ? "accepted" : "rejected") << " lost=" << mutex.lost() << std::endl;
+    } else if (line == "unlock") {
+      auto s = mutex.unlock_checked();
+      std::cout << "unlock " << (s.ok() ? "ok" : dlock::to_string(s.code())) << std::endl;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::string cmd = argc > 1 ? argv[1] : "";
+    if (cmd == "hammer" && argc >= 7)
+      return hammer(argv[2], argv[3], std::stoi(argv[4]), argv[5], std::stoi(argv[6]),
+                    !(argc > 7 && std::string(argv[7]) == "nolock"));
+    if (cmd == "hold" && argc == 7) return hold(argv[2], argv[3], std::stol(argv[4]), argv[5], argv[6]);
+    std::cerr << "usage: see the comment at the top of worker.cpp\n";
+    return 64;
+  } catch (const std::exception& e) {
+    std::cerr << "worker: " << e.what() << "\n";
+    return 70;
+  }
+}
