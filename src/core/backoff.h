@@ -17,7 +17,6 @@ class Backoff {
 
  private:
   std::chrono::microseconds first_, cap_, current_;
-  std::minstd_rand rng_;
 };
 
 }  // namespace dlock::detail

@@ -31,15 +31,19 @@ LeaseKeeper::~LeaseKeeper() {
 }
 
 void LeaseKeeper::add(std::shared_ptr<Hold> hold) {
+  bool wake;
   {
     std::lock_guard lk(mu_);
+    wake = due_at(*hold) < wakes_at_;
+    hold->in_keeper = true;
     holds_.push_back(std::move(hold));
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_all();
 }
 
-void LeaseKeeper::remove(const Hold* hold) {
+void LeaseKeeper::remove(Hold* hold) {
   std::lock_guard lk(mu_);
+  hold->in_keeper = false;
   std::erase_if(holds_, [&](const auto& h) { return h.get() == hold; });
 }
 
@@ -55,12 +59,11 @@ void LeaseKeeper::run() {
     auto next = steady::time_point::max();
     for (const auto& h : holds_)
       if (!h->lost.load()) next = std::min(next, due_at(*h));
-    if (next == steady::time_point::max()) {
-      cv_.wait(lk);
-      continue;
-    }
     if (steady::now() < next) {
-      cv_.wait_until(lk, next);
+      wakes_at_ = next;
+      if (next == steady::time_point::max()) cv_.wait(lk);
+      else cv_.wait_until(lk, next);
+      wakes_at_ = steady::time_point::min();  // awake: add() needn't notify
       continue;  // re-scan: holds may have come or gone
     }
     auto now = steady::now();
@@ -79,12 +82,19 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
   std::vector<std::unique_lock<std::mutex>> guards;
   std::vector<Renewal> batch;
   std::vector<Hold*> batched;
-  auto now = steady::now();
+  // Marked lost only after every lock is dropped: stop callbacks may call
+  // back into the client.
+  std::vector<Hold*> to_lose;
+  const auto now = steady::now();
   for (auto& h : due) {
     std::unique_lock g(h->mu);
     if (h->released || h->lost.load()) continue;
+    {
+      std::lock_guard lk(mu_);
+      if (!h->in_keeper) continue;  // removed after it was found due
+    }
     if (now >= h->grant.valid_until) {
-      h->mark_lost();  // the store may have freed it already
+      to_lose.push_back(h.get());  // the store may have freed it already
       continue;
     }
     if (h->request.mode == LeaseMode::fixed) continue;
@@ -92,27 +102,28 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
     batched.push_back(h.get());
     guards.push_back(std::move(g));
   }
-  if (batch.empty()) return;
-  driver_.renew(batch);
-  auto after = steady::now();
-  std::lock_guard lk(mu_);
-  ++counters_.batches;
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    Hold& h = *batched[i];
-    const Status& s = batch[i].outcome;
-    h.deadline = h.grant.valid_until;
-    h.valid_until.store(h.deadline.time_since_epoch().count());
-    if (s.ok()) {
-      ++counters_.renewals;
-      h.next_renewal = after + h.renew_every;
-    } else if (s.code() == errc::lock_lost || s.code() == errc::not_owner) {
-      h.mark_lost();
-    } else if (after >= h.deadline) {
-      h.mark_lost();
-    } else {
-      h.next_renewal = after + retry_after_failure(h);
+  if (!batch.empty()) {
+    driver_.renew(batch);
+    const auto after = steady::now();
+    std::lock_guard lk(mu_);
+    ++counters_.batches;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      Hold& h = *batched[i];
+      const Status& s = batch[i].outcome;
+      h.deadline = h.grant.valid_until;
+      h.valid_until.store(h.deadline.time_since_epoch().count());
+      if (s.ok()) {
+        ++counters_.renewals;
+        h.next_renewal = after + h.renew_every;
+      } else if (s.code() == errc::lock_lost || s.code() == errc::not_owner || after >= h.deadline) {
+        to_lose.push_back(&h);
+      } else {
+        h.next_renewal = after + retry_after_failure(h);
+      }
     }
   }
+  guards.clear();
+  for (Hold* h : to_lose) h->mark_lost();
 }
 
 }  // namespace dlock::detail

@@ -27,8 +27,10 @@ class LeaseKeeper {
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
   void add(std::shared_ptr<Hold> hold);
-  // After remove() returns the keeper never renews `hold` again.
-  void remove(const Hold* hold);
+  // After remove() returns the keeper starts no renewal of `hold`. One
+  // already in flight holds hold->mu; callers that lock hold->mu and set
+  // `released` (as ClientState::release does) exclude it too.
+  void remove(Hold* hold);
 
   struct Counters {
     std::uint64_t renewals = 0;  // leases extended
@@ -45,6 +47,9 @@ class LeaseKeeper {
   std::condition_variable cv_;
   std::vector<std::shared_ptr<Hold>> holds_;  // guarded by mu_
   bool stopping_ = false;                     // guarded by mu_
+  // When the thread will next wake by itself; add() wakes it only for a
+  // hold due earlier, so an acquire costs no context switch.
+  steady::time_point wakes_at_ = steady::time_point::min();  // guarded by mu_
   Counters counters_;                         // guarded by mu_
   std::thread thread_;
 };
