@@ -48,7 +48,7 @@ struct LockInfo {
 struct ClientStats {
   std::uint64_t acquisitions = 0;     // grants from the store (re-entries not counted)
   std::uint64_t releases = 0;         // releases the store confirmed
-  std::uint64_t failed_releases = 0;  // releases that failed, and unlock() without a hold
+  std::uint64_t failed_releases = 0;  // releases that failed, and unlock()/unlock_checked() without a hold
   std::uint64_t renewals = 0;         // leases the store extended
   std::uint64_t renewal_batches = 0;  // renewal round trips (one per batch of due leases)
   std::uint64_t leases_lost = 0;      // holds marked lost (lost() turned true)

@@ -65,12 +65,14 @@ class Mutex {
   // One attempt; true if the calling thread now holds the lock.
   bool try_lock();
 
-  // Waits at most `timeout` (negative counts as zero); true if acquired.
+  // Waits at most `timeout` (negative counts as zero; more than ~100 years
+  // as forever); true if acquired.
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-    auto d = std::chrono::ceil<std::chrono::steady_clock::duration>(timeout);
-    if (d < d.zero()) d = d.zero();
-    return acquire_until(std::chrono::steady_clock::now() + d);
+    using steady = std::chrono::steady_clock;
+    if (timeout <= timeout.zero()) return acquire_until(steady::now());
+    if (std::chrono::duration<double>(timeout).count() > 3.0e9) return acquire_until(steady::time_point::max());
+    return acquire_until(steady::now() + std::chrono::ceil<steady::duration>(timeout));
   }
 
   // Waits until `deadline` on its own clock; true if acquired.

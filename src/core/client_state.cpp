@@ -30,17 +30,18 @@ ClientState::~ClientState() {
 Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& options,
                                   steady::time_point deadline) {
   const Key key{name, thread_ordinal()};
-  {
+  // Only this thread adds, counts or removes its own hold, so the hold
+  // found here stays ours; check_lost() may run stop callbacks, which may
+  // call back into the client, so no lock is held around it.
+  if (auto held = find(name)) {
+    if (!options.reentrant)
+      return Result<bool>(errc::would_deadlock,
+                          "lock '" + name + "': already held by this thread and the mutex is not reentrant");
+    if (held->check_lost())
+      return Result<bool>(errc::lock_lost, "lock '" + name + "': this thread's hold was lost; unlock it first");
     std::lock_guard lk(mu_);
-    if (auto it = holds_.find(key); it != holds_.end()) {
-      if (!options.reentrant)
-        return Result<bool>(errc::would_deadlock,
-                            "lock '" + name + "': already held by this thread and the mutex is not reentrant");
-      if (it->second->check_lost())
-        return Result<bool>(errc::lock_lost, "lock '" + name + "': this thread's hold was lost; unlock it first");
-      ++it->second->count;
-      return true;
-    }
+    ++held->count;
+    return true;
   }
   LockRequest request{name, owner_for_this_thread(client_id_), options.lease, options.lease_mode};
   auto got = detail::acquire(backend_->locks(), request, deadline, options_);
@@ -51,6 +52,7 @@ Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& o
   auto hold = std::make_shared<Hold>();
   hold->request = std::move(request);
   hold->grant = std::move(**got);
+  hold->token = hold->grant.token;
   hold->thread = key.second;
   hold->renew_every = renew_interval(options);
   hold->next_renewal = steady::now() + hold->renew_every;
@@ -79,12 +81,18 @@ Status ClientState::release(const std::string& name) noexcept {
       hold = std::move(it->second);
       holds_.erase(it);
     }
-    std::lock_guard g(hold->mu);
-    keeper_->remove(hold.get());
-    hold->released = true;
-    Status s = backend_->locks().release(hold->request, hold->grant);
-    if (hold->check_lost() && s.ok())
-      s = Status(errc::lock_lost, "unlock '" + name + "': the lease had been lost before unlock");
+    const bool was_lost = hold->lost.load() || hold->past_deadline();
+    Status s;
+    {
+      std::lock_guard g(hold->mu);
+      keeper_->remove(hold.get());
+      hold->released = true;
+      s = backend_->locks().release(hold->request, hold->grant);
+    }
+    if (was_lost) {
+      hold->mark_lost();  // outside every lock: it may run stop callbacks
+      if (s.ok()) s = Status(errc::lock_lost, "unlock '" + name + "': the lease had been lost before unlock");
+    }
     (s.ok() ? releases_ : failed_releases_).fetch_add(1, std::memory_order_relaxed);
     return s;
   } catch (const std::exception& e) {

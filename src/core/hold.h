@@ -14,12 +14,14 @@ namespace dlock::detail {
 struct Hold {
   LockRequest request;
   Grant grant;                          // guarded by mu
+  std::uint64_t token = 0;              // grant.token, never changes: readable without mu
   std::uint64_t thread = 0;             // thread_ordinal() of the holding thread
   std::size_t count = 1;                // guarded by ClientState's table mutex
   std::chrono::milliseconds renew_every{};
   steady::time_point next_renewal{};    // guarded by the lease keeper's mutex
   steady::time_point deadline{};        // copy of grant.valid_until for the keeper, guarded by its mutex
   bool released = false;                // guarded by mu: no renewal after this
+  bool in_keeper = false;               // guarded by the lease keeper's mutex
   std::atomic<bool> lost{false};
   // grant.valid_until, readable without mu.
   std::atomic<steady::rep> valid_until{steady::time_point::max().time_since_epoch().count()};
@@ -35,10 +37,15 @@ struct Hold {
     stop.request_stop();
   }
 
+  bool past_deadline() const noexcept {
+    return steady::now().time_since_epoch().count() >= valid_until.load();
+  }
+
   // Lost, or past its local deadline: a holder that was paused knows it the
   // moment it runs again, before the lease keeper has had a chance to run.
+  // May run stop callbacks: never call it while holding a lock.
   bool check_lost() noexcept {
-    if (!lost.load() && steady::now().time_since_epoch().count() >= valid_until.load()) mark_lost();
+    if (!lost.load() && past_deadline()) mark_lost();
     return lost.load();
   }
 };

@@ -41,8 +41,7 @@ Status Mutex::unlock_checked() noexcept { return client_->release(name_); }
 std::uint64_t Mutex::token() const {
   auto hold = client_->find(name_);
   if (!hold) throw Error(errc::not_owner, "token of '" + name_ + "': the calling thread does not hold this lock");
-  std::lock_guard g(hold->mu);
-  return hold->grant.token;
+  return hold->token;
 }
 
 bool Mutex::lost() const noexcept {

@@ -21,8 +21,7 @@ Result<std::string> percent_decode(std::string_view s, std::string_view part) {
       return -1;
     };
     if (i + 2 >= s.size() || hex(s[i + 1]) < 0 || hex(s[i + 2]) < 0)
-      return Result<std::string>(errc::invalid_argument,
-                                 "url: bad percent-escape in the " + std::string(part));
+      return Result<std::string>(errc::invalid_argument, "url: bad percent-escape in the " + std::string(part));
     out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
     i += 2;
   }
@@ -30,6 +29,30 @@ Result<std::string> percent_decode(std::string_view s, std::string_view part) {
 }
 
 Status invalid(std::string why) { return Status(errc::invalid_argument, "url: " + std::move(why)); }
+
+bool has_control_character(std::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
+// Whether `after` (what follows the host part) has an '@' in its path or in
+// its first query key: there it can only be a password's remainder.
+bool at_sign_after_host(std::string_view after) {
+  auto q = after.find('?');
+  std::string_view path = after.substr(0, q);
+  std::string_view query = q == std::string_view::npos ? std::string_view{} : after.substr(q + 1);
+  std::string_view first_key = query.substr(0, query.find_first_of("=&"));
+  return path.find('@') != std::string_view::npos || first_key.find('@') != std::string_view::npos;
+}
+
+// Query keys whose values are secrets, whatever their case.
+bool is_secret_key(std::string key) {
+  for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* word : {"pass", "secret", "token", "auth", "key", "credential"})
+    if (key.find(word) != std::string::npos) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -49,9 +72,7 @@ std::string Url::redacted() const {
   out += path;
   char sep = '?';
   for (const auto& [k, v] : query) {
-    bool secret = k.find("pass") != std::string::npos || k.find("secret") != std::string::npos ||
-                  k.find("token") != std::string::npos;
-    out += sep + k + "=" + (secret ? "***" : v);
+    out += sep + k + "=" + (is_secret_key(k) ? "***" : v);
     sep = '&';
   }
   return out;
@@ -96,9 +117,17 @@ Result<Url> parse_url(std::string_view text) {
   // Authority and path.
   auto slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
+  // A raw '/' or '?' in a password would cut the authority short and put
+  // the rest of the password in the path or query: refuse, without echoing.
+  if (!authority.empty() && authority.find('@') == std::string_view::npos &&
+      at_sign_after_host(text.substr(colon + 3 + authority.size())))
+    return invalid(
+        "'@' after the host part: percent-encode '/', '?' and '@' in a user name or password "
+        "(%2F, %3F, %40)");
   if (slash != std::string_view::npos) {
     auto path = percent_decode(rest.substr(slash), "path");
     if (!path) return path.status();
+    if (has_control_character(*path)) return invalid("the path contains a control character (after decoding)");
     url.path = *path;
   }
 
@@ -149,10 +178,10 @@ Result<Url> parse_url(std::string_view text) {
     if (!port.empty()) {
       unsigned value = 0;
       auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+      // The text is not echoed: a mistyped URL may have a password here.
       if (ec != std::errc{} || ptr != port.data() + port.size())
-        return invalid("port '" + std::string(port) + "' is not a number");
-      if (value == 0 || value > 65535)
-        return invalid("port " + std::string(port) + " is out of range (1-65535)");
+        return invalid("the port of host " + std::to_string(url.endpoints.size() + 1) + " is not a number");
+      if (value == 0 || value > 65535) return invalid("port " + std::string(port) + " is out of range (1-65535)");
       e.port = static_cast<std::uint16_t>(value);
     }
     url.endpoints.push_back(std::move(e));

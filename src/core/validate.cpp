@@ -41,7 +41,8 @@ Status validate_name(std::string_view name) {
     return invalid("name: not valid UTF-8 at byte " + std::to_string(at));
   for (std::size_t i = 0; i < name.size(); ++i) {
     auto c = static_cast<unsigned char>(name[i]);
-    if (c < 0x20 || c == 0x7f)
+    bool c1 = c == 0xc2 && i + 1 < name.size() && static_cast<unsigned char>(name[i + 1]) <= 0x9f;  // U+0080..U+009F
+    if (c < 0x20 || c == 0x7f || c1)
       return invalid("name: control character at byte " + std::to_string(i));
   }
   return {};
