@@ -1,4 +1,360 @@
+// dlock bench — measured workloads, each with its reference measured in the same run.
+//
+//   uncontended  one client, one thread, lock + unlock of one key
+//   contended    P processes × T threads on one key; inside, a non-atomic
+//                read-modify-write of a shared-memory counter (lost updates
+//                = expected − final, must be 0)
+//   flash-sale   the demo's dlock and segmented modes
+//   many-keys    T threads of one process, each locking its own key
+//
+// Figures are meant as ratios, because the machines are noisy: next to
+// lock+unlock/s each lock workload reports `raw`, Client::ping() in a loop
+// with the same parallelism and the same number of store round trips (two
+// per lock+unlock), and the ratio lock+unlock/s ÷ (ping/s ÷ 2): 1.0 would
+// mean a lock costs exactly its two round trips. Every workload stops after
+// --seconds or --max-ops operations per thread.
 #include "commands.h"
+#include "flash_sale.h"
+#include "latency.h"
+#include "process_group.h"
+
+#include <dlock/dlock.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
 namespace dlock::cli {
-void add_bench(CLI::App& app, int& status) { app.add_subcommand("bench", "flash sale (in progress)")->callback([&status] { status = 1; }); }
+namespace {
+
+struct BenchArgs {
+  std::string backend;
+  std::string workload;
+  int processes = 0;  // 0: the workload's default
+  int threads = 0;    // 0: the workload's default
+  std::string seconds = "3s";
+  std::uint64_t max_ops = 1'000'000;
+  std::int64_t stock = 5000;
+  std::string work;   // empty: the workload's default
+  int segments = 8;
+  bool json = false;
+};
+
+// What the shared key protects, in memory every process sees.
+struct LockStore {
+  std::atomic<std::int64_t> counter;         // incremented non-atomically under the key
+  std::atomic<std::int32_t> last_pid;        // process that held the key last
+  std::atomic<std::uint64_t> owner_changes;  // acquisitions by another process than the last holder
+};
+
+struct LoopConfig {
+  std::string backend;
+  std::string key;  // the shared key, or the stem of per-thread keys
+  bool key_per_thread = false;
+  int processes = 1;
+  int threads = 1;
+  std::chrono::milliseconds seconds{3000};
+  std::uint64_t max_ops = 0;
+  std::chrono::nanoseconds work{0};
+};
+
+struct RawResult {
+  std::uint64_t pings = 0;
+  double seconds = 0;
+  double per_s = 0;
+};
+
+struct LoopResult {
+  std::uint64_t ops = 0;
+  double seconds = 0;
+  double ops_per_s = 0;
+  LatencyHistogram acquire{};
+  LatencyHistogram release{};
+  std::int64_t lost_updates = 0;
+  std::uint64_t owner_changes = 0;
+  std::vector<std::uint64_t> shares;  // per process (one key) or per thread (own keys)
+  std::string stopped;
+  RawResult raw;
+};
+
+std::string stop_summary(ProcessGroup& group) {
+  int counts[4] = {0, 0, 0, 0};
+  for (int p = 0; p < group.processes(); ++p)
+    for (int t = 0; t < group.threads(); ++t) ++counts[std::min<std::uint32_t>(group.slot(p, t).stopped_by, 3)];
+  std::string out;
+  for (int i = 0; i < 4; ++i)
+    if (counts[i]) out += (out.empty() ? "" : ",") + std::string(to_string(static_cast<StopReason>(i)));
+  return out;
+}
+
+// Client::ping() on processes × threads, `per_thread` pings each or until `seconds`.
+RawResult measure_raw(const LoopConfig& config, std::uint64_t per_thread) {
+  ProcessGroup group(config.processes, config.threads, 1);
+  group.run(
+      [&](int process) {
+        auto client = dlock::connect(config.backend);
+        const auto end = group.wait_for_start() + config.seconds;
+        run_threads(group.threads(), [&](int thread) {
+          WorkerSlot& slot = group.slot(process, thread);
+          while (slot.ops < per_thread) {
+            const auto t0 = steady::now();
+            if (t0 >= end) break;
+            client->ping().throw_if_error();
+            slot.latency.add(steady::now() - t0);
+            ++slot.ops;
+          }
+          slot.end_ns = steady_ns(steady::now());
+        });
+      },
+      config.seconds);
+  RawResult r;
+  for (int p = 0; p < group.processes(); ++p)
+    for (int t = 0; t < group.threads(); ++t) r.pings += group.slot(p, t).ops;
+  r.seconds = std::chrono::duration<double>(group.end_time() - group.start_time()).count();
+  r.per_s = r.seconds > 0 ? static_cast<double>(r.pings) / r.seconds : 0;
+  return r;
+}
+
+LoopResult run_lock_loop(const LoopConfig& config) {
+  ProcessGroup group(config.processes, config.threads, sizeof(LockStore));
+  auto& store = group.user<LockStore>();
+  group.run(
+      [&](int process) {
+        auto client = dlock::connect(config.backend);
+        const std::int32_t me = ::getpid();
+        const auto end = group.wait_for_start() + config.seconds;
+        run_threads(group.threads(), [&](int thread) {
+          WorkerSlot& slot = group.slot(process, thread);
+          auto mutex = client->mutex(config.key_per_thread ? config.key + ":key:" +
+                                                                 std::to_string(process * group.threads() + thread)
+                                                           : config.key);
+          StopReason why = StopReason::time_up;
+          for (;;) {
+            if (slot.ops >= config.max_ops) {
+              why = StopReason::max_ops;
+              break;
+            }
+            const auto t0 = steady::now();
+            if (t0 >= end || !mutex.try_lock_until(end)) break;
+            const auto t1 = steady::now();
+            if (config.key_per_thread) {
+              ++slot.private_counter;
+            } else {
+              // Read, (work), write: correct only if the lock excludes.
+              const std::int64_t seen = store.counter.load(std::memory_order_relaxed);
+              const std::int32_t last = store.last_pid.load(std::memory_order_relaxed);
+              if (last != me) {
+                if (last != 0) store.owner_changes.fetch_add(1, std::memory_order_relaxed);
+                store.last_pid.store(me, std::memory_order_relaxed);
+              }
+              if (config.work.count() > 0) std::this_thread::sleep_for(config.work);
+              store.counter.store(seen + 1, std::memory_order_relaxed);
+            }
+            const auto t2 = steady::now();
+            mutex.unlock();
+            const auto t3 = steady::now();
+            slot.latency.add(t1 - t0);
+            slot.release.add(t3 - t2);
+            ++slot.ops;
+          }
+          slot.stopped_by = static_cast<std::uint32_t>(why);
+          slot.end_ns = steady_ns(steady::now());
+          if (client->failed_releases() != 0)
+            throw std::runtime_error("unlock failed " + std::to_string(client->failed_releases()) + " times");
+        });
+      },
+      config.seconds);
+
+  LoopResult r;
+  std::uint64_t private_total = 0;
+  for (int p = 0; p < group.processes(); ++p) {
+    std::uint64_t mine = 0;
+    for (int t = 0; t < group.threads(); ++t) {
+      const WorkerSlot& s = group.slot(p, t);
+      mine += s.ops;
+      private_total += s.private_counter;
+      r.acquire.merge(s.latency);
+      r.release.merge(s.release);
+      if (config.key_per_thread) r.shares.push_back(s.ops);
+    }
+    if (!config.key_per_thread) r.shares.push_back(mine);
+    r.ops += mine;
+  }
+  const std::uint64_t counted = config.key_per_thread ? private_total : static_cast<std::uint64_t>(store.counter.load());
+  r.lost_updates = static_cast<std::int64_t>(r.ops) - static_cast<std::int64_t>(counted);
+  r.owner_changes = store.owner_changes.load();
+  r.seconds = std::chrono::duration<double>(group.end_time() - group.start_time()).count();
+  r.ops_per_s = r.seconds > 0 ? static_cast<double>(r.ops) / r.seconds : 0;
+  r.stopped = stop_summary(group);
+
+  // The reference: as many round trips as the locks made (two each), same parallelism.
+  const auto workers = static_cast<std::uint64_t>(config.processes * config.threads);
+  if (r.ops > 0) r.raw = measure_raw(config, (2 * r.ops + workers - 1) / workers);
+  return r;
+}
+
+double ratio_vs_raw(const LoopResult& r) { return r.raw.per_s > 0 ? r.ops_per_s / (r.raw.per_s / 2) : 0; }
+
+void print_loop(const std::string& workload, const LoopConfig& c, const LoopResult& r, bool json) {
+  if (json) {
+    std::vector<std::string> shares;
+    for (auto s : r.shares) shares.push_back(std::to_string(s));
+    std::cout << JsonObject()
+                     .str("workload", workload)
+                     .str("backend", c.backend)
+                     .integer("processes", c.processes)
+                     .integer("threads", c.threads)
+                     .num("seconds", r.seconds, 3)
+                     .uinteger("ops", r.ops)
+                     .num("ops_per_s", r.ops_per_s)
+                     .num("acquire_p50_us", to_us(r.acquire.percentile(0.5)))
+                     .num("acquire_p99_us", to_us(r.acquire.percentile(0.99)))
+                     .num("release_p50_us", to_us(r.release.percentile(0.5)))
+                     .num("release_p99_us", to_us(r.release.percentile(0.99)))
+                     .integer("lost_updates", r.lost_updates)
+                     .uinteger("owner_changes", r.owner_changes)
+                     .num("owner_changes_per_s", r.seconds > 0 ? static_cast<double>(r.owner_changes) / r.seconds : 0)
+                     .raw("shares", json_array(shares))
+                     .num("jain", jain_index(r.shares), 3)
+                     .str("stopped", r.stopped)
+                     .raw("raw", JsonObject()
+                                     .str("what", "Client::ping() loop, same processes x threads")
+                                     .uinteger("pings", r.raw.pings)
+                                     .num("seconds", r.raw.seconds, 3)
+                                     .num("ping_per_s", r.raw.per_s)
+                                     .text())
+                     .num("ratio_vs_raw", ratio_vs_raw(r), 3)
+                     .text()
+              << "\n";
+    return;
+  }
+  std::printf("dlock bench %s — %s, %d process%s × %d thread%s, %.2f s (stopped: %s)\n", workload.c_str(),
+              c.backend.c_str(), c.processes, c.processes == 1 ? "" : "es", c.threads, c.threads == 1 ? "" : "s",
+              r.seconds, r.stopped.c_str());
+  std::printf("  lock+unlock/s       %.0f  (%llu in all)\n", r.ops_per_s, static_cast<unsigned long long>(r.ops));
+  std::printf("  acquire p50 / p99   %.1f us / %.1f us   (time in lock())\n", to_us(r.acquire.percentile(0.5)),
+              to_us(r.acquire.percentile(0.99)));
+  std::printf("  release p50 / p99   %.1f us / %.1f us   (time in unlock())\n", to_us(r.release.percentile(0.5)),
+              to_us(r.release.percentile(0.99)));
+  std::printf("  lost updates        %lld%s\n", static_cast<long long>(r.lost_updates),
+              r.lost_updates == 0 ? "" : "   <-- MUTUAL EXCLUSION FAILED");
+  if (!c.key_per_thread && c.processes > 1)
+    std::printf("  owner changes/s     %.0f  (handoffs to another process; %llu in all)\n",
+                r.seconds > 0 ? static_cast<double>(r.owner_changes) / r.seconds : 0,
+                static_cast<unsigned long long>(r.owner_changes));
+  if (r.shares.size() > 1) {
+    std::printf("  shares              ");
+    for (auto s : r.shares) std::printf("%.1f%% ", r.ops ? 100.0 * static_cast<double>(s) / static_cast<double>(r.ops) : 0);
+    std::printf("  Jain %.3f\n", jain_index(r.shares));
+  }
+  std::printf("  raw ping/s          %.0f  (%llu pings in %.2f s, same %d×%d)\n", r.raw.per_s,
+              static_cast<unsigned long long>(r.raw.pings), r.raw.seconds, c.processes, c.threads);
+  std::printf("  ratio               %.2f  = lock+unlock/s ÷ (ping/s ÷ 2); 1.0 = a lock costs its two round trips\n",
+              ratio_vs_raw(r));
+}
+
+int flash_sale_bench(const BenchArgs& args, const std::string& backend, std::chrono::milliseconds seconds) {
+  SaleConfig config;
+  config.backend = backend;
+  config.processes = args.processes ? args.processes : 4;
+  config.threads = args.threads ? args.threads : 2;
+  config.stock = args.stock;
+  config.work = work_arg(args.work.empty() ? "100us" : args.work, "--work");
+  config.segments = args.segments;
+  config.time_limit = seconds;
+  config.product = fresh_product_name("sku-bench");
+  std::vector<SaleResult> results;
+  for (SaleMode m : {SaleMode::dlock, SaleMode::segmented}) results.push_back(run_sale(config, m));
+  bool broken = false;
+  for (const auto& r : results)
+    if (r.oversold > 0 || (!r.time_limit_hit && !r.exact(config.stock))) broken = true;
+  if (args.json) {
+    std::vector<std::string> items;
+    for (const auto& r : results) items.push_back(to_json(r, config.stock));
+    std::cout << JsonObject()
+                     .str("workload", "flash-sale")
+                     .str("backend", backend)
+                     .integer("processes", config.processes)
+                     .integer("threads", config.threads)
+                     .integer("stock", config.stock)
+                     .num("work_us", static_cast<double>(config.work.count()) / 1e3)
+                     .integer("segments", config.segments)
+                     .raw("modes", json_array(items))
+                     .text()
+              << "\n";
+    return broken ? 1 : 0;
+  }
+  std::printf("dlock bench flash-sale — %s, %d processes × %d threads, %lld items, %s work per order\n",
+              backend.c_str(), config.processes, config.threads, static_cast<long long>(config.stock),
+              args.work.empty() ? "100us" : args.work.c_str());
+  std::printf("  %-10s %8s %9s %10s %9s %9s %7s %s\n", "mode", "orders", "oversold", "orders/s", "p50 ms", "p99 ms",
+              "Jain", "stopped");
+  for (const auto& r : results)
+    std::printf("  %-10s %8llu %9lld %10.0f %9.3f %9.3f %7.3f %s\n", to_string(r.mode),
+                static_cast<unsigned long long>(r.orders), static_cast<long long>(r.oversold), r.orders_per_s,
+                to_us(r.p50) / 1e3, to_us(r.p99) / 1e3, jain_index(r.per_process),
+                r.time_limit_hit ? "time (sold part of the stock)" : "sold out");
+  if (results.size() == 2 && results[0].orders_per_s > 0)
+    std::printf("  segmented / dlock orders/s: %.2f×\n", results[1].orders_per_s / results[0].orders_per_s);
+  return broken ? 1 : 0;
+}
+
+int bench(const BenchArgs& args) {
+  const std::string backend = args.backend.empty() ? default_backend() : args.backend;
+  const auto seconds = duration_arg(args.seconds, "--seconds");
+  if (seconds.count() <= 0) throw CLI::ValidationError("--seconds: must be > 0");
+  if (args.workload == "flash-sale") return flash_sale_bench(args, backend, seconds);
+
+  LoopConfig c;
+  c.backend = backend;
+  c.seconds = seconds;
+  c.max_ops = args.max_ops;
+  c.work = work_arg(args.work.empty() ? "0" : args.work, "--work");
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  c.key = "bench-" + std::to_string(::getpid()) + "-" + std::to_string(ms) + ":" + args.workload;
+  if (args.workload == "uncontended") {
+    if ((args.processes && args.processes != 1) || (args.threads && args.threads != 1))
+      throw CLI::ValidationError("--workload uncontended: is one process and one thread by definition");
+  } else if (args.workload == "contended") {
+    c.processes = args.processes ? args.processes : 4;
+    c.threads = args.threads ? args.threads : 1;
+  } else if (args.workload == "many-keys") {
+    c.key_per_thread = true;
+    c.processes = args.processes ? args.processes : 1;
+    c.threads = args.threads ? args.threads : 4;
+  }
+  LoopResult r = run_lock_loop(c);
+  print_loop(args.workload, c, r, args.json);
+  return r.lost_updates == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app, int& status) {
+  auto args = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Measure lock throughput and latency against the store's raw round trips");
+  cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)");
+  cmd->add_option("--workload,-w", args->workload, "uncontended | contended | flash-sale | many-keys")
+      ->required()
+      ->check(CLI::IsMember({"uncontended", "contended", "flash-sale", "many-keys"}));
+  cmd->add_option("--processes,-p", args->processes, "Processes (contended, flash-sale: 4; others: 1)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--threads,-t", args->threads, "Threads per process (many-keys: 4; flash-sale: 2; others: 1)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--seconds,-s", args->seconds, "How long each measurement runs (default 3s)");
+  cmd->add_option("--max-ops", args->max_ops, "Stop a thread after this many operations (default 1000000)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000}));
+  cmd->add_option("--stock", args->stock, "flash-sale: items (default 5000)")->check(CLI::Range(1, 100'000'000));
+  cmd->add_option("--work", args->work, "Work inside the critical section (flash-sale: 100us; others: 0)");
+  cmd->add_option("--segments", args->segments, "flash-sale: segments (default 8)")->check(CLI::Range(1, max_segments));
+  cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->footer("Exit status: 0; 1 if mutual exclusion failed (lost updates or oversold); 70 if a worker failed.");
+  cmd->callback([args, &status] { status = bench(*args); });
+}
+
 }  // namespace dlock::cli
