@@ -6,6 +6,7 @@
 #include <dlock/dlock.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
 
@@ -155,6 +156,29 @@ TEST_F(Cli, StatusShowsHeldLocks) {
   EXPECT_NE(out.find("\"token\":" + std::to_string(m.token())), std::string::npos) << out;
   m.unlock();
   EXPECT_EQ(dlock({"status", "--backend", url(), "--json", "status/"}).second, "[]\n");
+}
+
+// The main job: with the lock (and segmented, and atomic) the sale is exact;
+// without it — or with a per-process mutex — it oversells.
+TEST_F(Cli, DemoJsonNeverOversellsWithALock) {
+  for (const std::string& backend : {url(), "sqlite://" + dir_.path() + "/demo.db"}) {
+    auto [status, out] = dlock({"demo", "--backend", backend, "--stock", "1000", "--json"}, 120s);
+    ASSERT_EQ(status, 0) << out;
+    auto report = nlohmann::json::parse(out);
+    ASSERT_EQ(report["modes"].size(), 5u) << out;
+    for (const auto& mode : report["modes"]) {
+      const std::string name = mode["mode"];
+      SCOPED_TRACE(backend + " " + name);
+      EXPECT_FALSE(mode["time_limit_hit"].get<bool>());
+      if (name == "dlock" || name == "segmented" || name == "atomic") {
+        EXPECT_EQ(mode["oversold"].get<std::int64_t>(), 0);
+        EXPECT_EQ(mode["orders"].get<std::int64_t>(), 1000);
+        EXPECT_EQ(mode["stock_left"].get<std::int64_t>(), 0);
+      } else {
+        EXPECT_GT(mode["oversold"].get<std::int64_t>(), 0) << "the demo's race did not happen";
+      }
+    }
+  }
 }
 
 }  // namespace
