@@ -5,7 +5,7 @@
 #   bench/run.sh [BACKEND_URL]
 #
 # Environment:
-#   DLOCK_BIN       the dlock binary (default: dlock on PATH, else build/tools/dlock/dlock)
+#   DLOCK_BIN       the dlock binary (default: build/release, then build/dev, then dlock on PATH)
 #   BENCH_SECONDS   seconds per measurement (default 3; the whole run takes about 10x that)
 #   BENCH_JSON      if set, a file the raw JSON lines are also written to
 set -euo pipefail
@@ -15,7 +15,10 @@ backend="${1:-${DLOCK_BACKEND:-}}"
 seconds="${BENCH_SECONDS:-3}"
 bin="${DLOCK_BIN:-}"
 if [[ -z "$bin" ]]; then
-  if command -v dlock >/dev/null 2>&1; then bin="$(command -v dlock)"; else bin="$here/../build/tools/dlock/dlock"; fi
+  for candidate in "$here/../build/release/tools/dlock/dlock" "$here/../build/dev/tools/dlock/dlock"; do
+    if [[ -x "$candidate" ]]; then bin="$candidate"; break; fi
+  done
+  if [[ -z "$bin" ]] && command -v dlock >/dev/null 2>&1; then bin="$(command -v dlock)"; fi
 fi
 [[ -x "$bin" ]] || { echo "run.sh: no dlock binary at '$bin' (set DLOCK_BIN)" >&2; exit 64; }
 command -v python3 >/dev/null || { echo "run.sh: python3 is needed for the peer and the summary" >&2; exit 64; }

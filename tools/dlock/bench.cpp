@@ -272,19 +272,7 @@ int flash_sale_bench(const BenchArgs& args, const std::string& backend, std::chr
   for (const auto& r : results)
     if (r.oversold > 0 || (!r.time_limit_hit && !r.exact(config.stock))) broken = true;
   if (args.json) {
-    std::vector<std::string> items;
-    for (const auto& r : results) items.push_back(to_json(r, config.stock));
-    std::cout << JsonObject()
-                     .str("workload", "flash-sale")
-                     .str("backend", backend)
-                     .integer("processes", config.processes)
-                     .integer("threads", config.threads)
-                     .integer("stock", config.stock)
-                     .num("work_us", static_cast<double>(config.work.count()) / 1e3)
-                     .integer("segments", config.segments)
-                     .raw("modes", json_array(items))
-                     .text()
-              << "\n";
+    std::cout << sale_json(config, results, "flash-sale") << "\n";
     return broken ? 1 : 0;
   }
   std::printf("dlock bench flash-sale — %s, %d processes × %d threads, %lld items, %s work per order\n",

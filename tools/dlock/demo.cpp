@@ -125,18 +125,7 @@ int demo(const DemoArgs& args) {
     if (r.mode != SaleMode::none && r.mode != SaleMode::local && !r.exact(config.stock)) broken = true;
 
   if (args.json) {
-    std::vector<std::string> items;
-    for (const auto& r : results) items.push_back(to_json(r, config.stock));
-    std::cout << JsonObject()
-                     .str("backend", config.backend)
-                     .integer("processes", config.processes)
-                     .integer("threads", config.threads)
-                     .integer("stock", config.stock)
-                     .num("work_us", static_cast<double>(config.work.count()) / 1e3)
-                     .integer("segments", config.segments)
-                     .raw("modes", json_array(items))
-                     .text()
-              << "\n";
+    std::cout << sale_json(config, results, {}) << "\n";
   } else {
     std::printf("\n");
     for (const auto& r : results) std::printf("%s\n", verdict(r, config.stock, dlock_result).c_str());

@@ -256,4 +256,19 @@ std::string to_json(const SaleResult& r, std::int64_t stock) {
       .text();
 }
 
+std::string sale_json(const SaleConfig& config, const std::vector<SaleResult>& results, std::string_view workload) {
+  std::vector<std::string> items;
+  for (const auto& r : results) items.push_back(to_json(r, config.stock));
+  JsonObject json;
+  if (!workload.empty()) json.str("workload", workload);
+  return json.str("backend", config.backend)
+      .integer("processes", config.processes)
+      .integer("threads", config.threads)
+      .integer("stock", config.stock)
+      .num("work_us", static_cast<double>(config.work.count()) / 1e3)
+      .integer("segments", config.segments)
+      .raw("modes", json_array(items))
+      .text();
+}
+
 }  // namespace dlock::cli

@@ -76,5 +76,8 @@ std::chrono::nanoseconds work_arg(const std::string& text, std::string_view opti
 
 // {"mode":...,"orders":...,"oversold":...,"orders_per_s":...,"p50_us":...,"p99_us":..., ...}
 std::string to_json(const SaleResult& r, std::int64_t stock);
+// The whole sale as one JSON object: the configuration and every mode's
+// result; `workload` (if not empty) is added first, for dlock bench.
+std::string sale_json(const SaleConfig& config, const std::vector<SaleResult>& results, std::string_view workload);
 
 }  // namespace dlock::cli
