@@ -91,7 +91,7 @@ class FileWaiter final : public Waiter {
 class FileBackend final : public Backend, public LockDriver {
  public:
   FileBackend(std::string dir, int dir_fd, bool sync, std::chrono::milliseconds op_timeout)
-      : dir_(std::move(dir)), dir_fd_(dir_fd), sync_(sync), op_timeout_(op_timeout) {}
+      : dir_(std::move(dir)), dir_fd_(dir_fd), sync_(sync), op_timeout_(op_timeout), pid_(::getpid()) {}
 
   ~FileBackend() override {
     for (auto& [name, fds] : idle_)
@@ -162,7 +162,7 @@ class FileBackend final : public Backend, public LockDriver {
       record->holder_token = token;
       record->expires_ns = now + std::chrono::nanoseconds(request.lease).count();
       record->acquired_unix_ms = unix_ms();
-      record->holder_pid = static_cast<std::int32_t>(::getpid());
+      record->holder_pid = pid_;
       set_owner(*record, request.owner);
       s = write_record(*fd, *record, sync_);
     }
@@ -320,6 +320,7 @@ class FileBackend final : public Backend, public LockDriver {
   const int dir_fd_;
   const bool sync_;
   const std::chrono::milliseconds op_timeout_;
+  const std::int32_t pid_;  // recorded for dlock status; a client is not used across fork()
   std::mutex mu_;
   std::map<std::string, std::vector<int>> idle_;  // guarded by mu_
   std::size_t idle_count_ = 0;                    // guarded by mu_
