@@ -1,7 +1,9 @@
 // lease_keeper.h — the one background thread per client that keeps leases alive.
 //
 // Watchdog leases are renewed every renew_interval, all those due at once in
-// one batch (one round trip per batch where the store allows). A renewal
+// one batch (one round trip per batch where the store allows); leases due
+// within half an interval join the batch early, so the leases of a client
+// converge on one schedule. A renewal
 // the store refuses marks the hold lost at once; renewals that fail to reach
 // the store are retried until the lease's local deadline, where the hold is
 // marked lost even if the store never answered. Fixed leases are never

@@ -152,6 +152,28 @@ TEST(LeaseKeeper, DueRenewalsAreBatched) {
   EXPECT_EQ(keeper.counters().renewals, carried) << "counters().renewals counts leases extended";
 }
 
+// Leases taken at different moments converge on one schedule: after the
+// first period, one renew() call carries all of them.
+TEST(LeaseKeeper, StaggeredLeasesConvergeOnOneBatch) {
+  ScriptedDriver driver;
+  LeaseKeeper keeper(driver);
+  const auto every = scaled(200ms);
+  std::vector<std::shared_ptr<Hold>> holds;
+  for (int i = 0; i < 5; ++i) {
+    holds.push_back(make_hold("h" + std::to_string(i), scaled(5000ms), every));
+    keeper.add(holds.back());
+    std::this_thread::sleep_for(every / 6);  // spread over most of one interval
+  }
+  std::this_thread::sleep_for(every * 4);
+  for (auto& h : holds) keeper.remove(h.get());
+  auto calls = driver.calls();
+  ASSERT_GE(calls.size(), 2u);
+  EXPECT_EQ(calls.back().names.size(), 5u) << "the leases did not converge on one renewal batch";
+  std::size_t carried = 0;
+  for (const auto& call : calls) carried += call.names.size();
+  EXPECT_LE(calls.size(), carried / 3) << "renewals were not coalesced";
+}
+
 TEST(LeaseKeeper, HoldsDueAtDifferentTimesAreRenewedOnTheirOwnSchedule) {
   ScriptedDriver driver;
   LeaseKeeper keeper(driver);
