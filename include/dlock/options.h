@@ -45,6 +45,11 @@ struct MutexOptions {
   // its own unlock() (a hold count, like std::recursive_mutex).
   // false: locking it again from the holding thread throws would_deadlock.
   bool reentrant = true;
+  // true: waiters get the lock in the order they started waiting (FIFO), on
+  // backends that keep a queue (redis); a newcomer never barges past them.
+  // false: any waiter may win a release (faster under contention).
+  // Backends without a queue refuse true with errc::unsupported.
+  bool fair = false;
 };
 
 }  // namespace dlock

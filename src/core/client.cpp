@@ -12,6 +12,8 @@ Mutex Client::mutex(std::string name, MutexOptions options) {
   detail::validate_name(name).throw_if_error();
   state_->backend().validate_name(name).throw_if_error();
   detail::validate(options).throw_if_error();
+  if (options.fair && !state_->backend().supports_fair())
+    throw Error(errc::unsupported, "MutexOptions::fair: the " + state_->scheme() + " backend keeps no queue of waiters");
   return Mutex(state_, std::move(name), options);
 }
 

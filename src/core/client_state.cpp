@@ -43,7 +43,7 @@ Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& o
     ++held->count;
     return true;
   }
-  LockRequest request{name, owner_for_this_thread(client_id_), options.lease, options.lease_mode};
+  LockRequest request{name, owner_for_this_thread(client_id_), options.lease, options.lease_mode, options.fair};
   auto got = detail::acquire(backend_->locks(), request, deadline, options_);
   if (!got) return got.status();
   if (!*got) return false;

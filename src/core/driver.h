@@ -30,6 +30,7 @@ struct LockRequest {
   std::string owner;  // client id (128 random bits, hex) + "-" + thread ordinal
   std::chrono::milliseconds lease{};
   LeaseMode mode = LeaseMode::watchdog;
+  bool fair = false;  // FIFO among waiters (MutexOptions::fair)
 };
 
 // Backend state a grant needs later (an open descriptor, a row id, ...).
@@ -107,6 +108,8 @@ class Backend {
   // Backend-specific name rules (length after encoding, characters); core
   // has already checked emptiness, the generic length limit and UTF-8.
   virtual Status validate_name(std::string_view name) const = 0;
+  // Whether this backend keeps a FIFO queue of waiters (MutexOptions::fair).
+  virtual bool supports_fair() const { return false; }
   virtual LockDriver& locks() = 0;
   // One round trip with no lock logic (health check, benchmark reference).
   virtual Status ping() = 0;

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Starts or stops a throw-away redis-server on 127.0.0.1 for tests and benchmarks.
+#
+#   scripts/redis-server.sh start DIR   picks a free port, starts redis-server with its data,
+#                                       log and pid in DIR (no persistence), waits until it
+#                                       answers PING, writes DIR/url (redis://127.0.0.1:PORT)
+#   scripts/redis-server.sh stop DIR    stops the server whose pid is in DIR/redis.pid
+#
+# Never assumes a port is free and stops only the process it started (by its pid).
+set -euo pipefail
+
+cmd="${1:-}"
+dir="${2:-}"
+[[ -n "$cmd" && -n "$dir" ]] || { echo "usage: $0 start|stop DIR" >&2; exit 64; }
+
+free_port() {
+  python3 - <<'PY'
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()
+PY
+}
+
+case "$cmd" in
+  start)
+    mkdir -p "$dir"
+    for attempt in 1 2 3 4 5; do
+      port="$(free_port)"
+      rm -f "$dir/redis.pid"
+      redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \
+        --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
+        --unixsocket "$dir/redis.sock" --unixsocketperm 700 >/dev/null
+      for _ in $(seq 1 100); do
+        if redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
+          echo "redis://127.0.0.1:$port" > "$dir/url"
+          echo "redis-server.sh: serving on 127.0.0.1:$port (pid $(cat "$dir/redis.pid"))"
+          exit 0
+        fi
+        sleep 0.05
+      done
+      # Lost the port to someone else, or failed: stop what we started and retry.
+      [[ -f "$dir/redis.pid" ]] && kill "$(cat "$dir/redis.pid")" 2>/dev/null || true
+    done
+    echo "redis-server.sh: could not start redis-server (see $dir/redis.log)" >&2
+    exit 1
+    ;;
+  stop)
+    if [[ -f "$dir/redis.pid" ]]; then
+      pid="$(cat "$dir/redis.pid")"
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+      kill -9 "$pid" 2>/dev/null || true
+      rm -f "$dir/redis.pid" "$dir/url"
+    fi
+    ;;
+  *)
+    echo "usage: $0 start|stop DIR" >&2
+    exit 64
+    ;;
+esac
