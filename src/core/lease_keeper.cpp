@@ -43,7 +43,8 @@ void LeaseKeeper::add(std::shared_ptr<Hold> hold) {
     std::lock_guard lk(mu_);
     wake = due_at(*hold) < wakes_at_;
     hold->in_keeper = true;
-    holds_.push_back(std::move(hold));
+    const Hold* key = hold.get();
+    holds_.emplace(key, std::move(hold));
   }
   if (wake) cv_.notify_all();
 }
@@ -51,7 +52,7 @@ void LeaseKeeper::add(std::shared_ptr<Hold> hold) {
 void LeaseKeeper::remove(Hold* hold) {
   std::lock_guard lk(mu_);
   hold->in_keeper = false;
-  std::erase_if(holds_, [&](const auto& h) { return h.get() == hold; });
+  holds_.erase(hold);
 }
 
 LeaseKeeper::Counters LeaseKeeper::counters() const {
@@ -64,7 +65,7 @@ void LeaseKeeper::run() {
   std::unique_lock lk(mu_);
   while (!stopping_) {
     auto next = steady::time_point::max();
-    for (const auto& h : holds_)
+    for (const auto& [key, h] : holds_)
       if (!h->lost.load()) next = std::min(next, due_at(*h));
     if (steady::now() < next) {
       wakes_at_ = next;
@@ -75,7 +76,7 @@ void LeaseKeeper::run() {
     }
     auto now = steady::now();
     std::vector<std::shared_ptr<Hold>> due;
-    for (const auto& h : holds_)
+    for (const auto& [key, h] : holds_)
       if (!h->lost.load() && due_at(*h) <= now + early_by(*h)) due.push_back(h);
     lk.unlock();
     renew_due(due);

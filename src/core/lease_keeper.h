@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace dlock::detail {
@@ -47,7 +48,7 @@ class LeaseKeeper {
   LockDriver& driver_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::shared_ptr<Hold>> holds_;  // guarded by mu_
+  std::unordered_map<const Hold*, std::shared_ptr<Hold>> holds_;  // guarded by mu_
   bool stopping_ = false;                     // guarded by mu_
   // When the thread will next wake by itself; add() wakes it only for a
   // hold due earlier, so an acquire costs no context switch.

@@ -46,11 +46,14 @@ bool at_sign_after_host(std::string_view after) {
   return path.find('@') != std::string_view::npos || first_key.find('@') != std::string_view::npos;
 }
 
-// Query keys whose values are secrets, whatever their case.
+// Query keys whose values are secrets, whatever their case: names that end
+// in a secret word ("password", "auth_token", "apikey"), but not
+// "token_retention".
 bool is_secret_key(std::string key) {
   for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const char* word : {"pass", "secret", "token", "auth", "key", "credential"})
-    if (key.find(word) != std::string::npos) return true;
+  for (std::string_view word : {"pass", "password", "passwd", "secret", "token", "key", "auth", "credential",
+                                "credentials"})
+    if (key.ends_with(word)) return true;
   return false;
 }
 
