@@ -9,7 +9,8 @@ packages=(
   libgtest-dev libgmock-dev
   libsqlite3-dev sqlite3
   libcli11-dev nlohmann-json3-dev
-  python3
+  libhiredis-dev redis-server redis-tools
+  python3 python3-redis
 )
 
 missing=()

@@ -1,0 +1,108 @@
+#include "backends/redis/options.h"
+
+#include "core/duration.h"
+
+#include <charconv>
+
+namespace dlock::detail::redis {
+namespace {
+
+using std::chrono::milliseconds;
+
+Status invalid(const Config& c, std::string why) {
+  return Status(errc::invalid_argument, "redis url " + c.redacted_url + ": " + std::move(why));
+}
+
+Result<int> parse_int(const Config& c, std::string_view text, std::string_view what, int lo, int hi) {
+  int value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size() || value < lo || value > hi)
+    return invalid(c, std::string(what) + " '" + std::string(text) + "' must be a whole number from " +
+                          std::to_string(lo) + " to " + std::to_string(hi));
+  return value;
+}
+
+Result<milliseconds> parse_bounded(const Config& c, const std::string& text, std::string_view what, milliseconds lo,
+                                   milliseconds hi) {
+  auto d = parse_duration(text, what);
+  if (!d) return invalid(c, d.status().message());
+  if (*d < lo || *d > hi)
+    return invalid(c, std::string(what) + " '" + text + "' must be from " + format_duration(lo) + " to " +
+                          format_duration(hi));
+  return *d;
+}
+
+}  // namespace
+
+Result<Config> parse_config(const Url& url, const ClientOptions& options) {
+  Config c;
+  c.redacted_url = url.redacted();
+  c.op_timeout = options.op_timeout;
+  c.connect_timeout = options.op_timeout;
+  c.unix_socket = url.scheme == "redis+unix";
+  c.user = url.user;
+  c.password = url.password;
+  if (c.user && !c.password)
+    return invalid(c, "a user name needs a password (redis://user:password@host; ACL users always have one)");
+  if (c.password && c.password->empty()) return invalid(c, "empty password");
+
+  auto query = url.query;
+  if (c.unix_socket) {
+    if (!url.endpoints.empty())
+      return invalid(c, "redis+unix takes no host; write redis+unix:///path/to/redis.sock (three slashes)");
+    if (url.path.size() < 2 || url.path.back() == '/')
+      return invalid(c, "needs the socket's absolute path, e.g. redis+unix:///run/redis/redis.sock");
+    c.socket_path = url.path;
+    if (auto it = query.find("db"); it != query.end()) {
+      auto db = parse_int(c, it->second, "db", 0, 1'000'000);
+      if (!db) return db.status();
+      c.db = *db;
+      query.erase(it);
+    }
+  } else {
+    if (url.endpoints.size() != 1)
+      return invalid(c, url.endpoints.empty() ? "needs a host, e.g. redis://127.0.0.1:6379"
+                                              : "takes one host (redis:// speaks to one server)");
+    c.host = url.endpoints[0].host;
+    if (url.endpoints[0].port) c.port = *url.endpoints[0].port;
+    if (!url.path.empty() && url.path != "/") {
+      auto db = parse_int(c, std::string_view(url.path).substr(1), "db (the path)", 0, 1'000'000);
+      if (!db) return db.status();
+      c.db = *db;
+    }
+  }
+
+  for (const auto& [key, value] : query) {
+    if (key == "prefix") {
+      if (value.empty()) return invalid(c, "prefix must not be empty (keys would spread over the whole keyspace)");
+      if (value.find_first_of("{}") != std::string::npos)
+        return invalid(c, "prefix '" + value + "' must not contain '{' or '}' (dlock puts the lock name in braces "
+                                               "so that all keys of a lock share one hash slot)");
+      if (value.size() > 128) return invalid(c, "prefix is longer than 128 bytes");
+      c.prefix = value;
+    } else if (key == "connections") {
+      auto n = parse_int(c, value, "connections", 1, 64);
+      if (!n) return n.status();
+      c.connections = *n;
+    } else if (key == "connect_timeout") {
+      auto d = parse_bounded(c, value, "connect_timeout", milliseconds(1), std::chrono::minutes(10));
+      if (!d) return d.status();
+      c.connect_timeout = *d;
+    } else if (key == "waiter_ttl") {
+      auto d = parse_bounded(c, value, "waiter_ttl", std::chrono::seconds(1), std::chrono::hours(1));
+      if (!d) return d.status();
+      c.waiter_ttl = *d;
+    } else if (key == "token_retention") {
+      auto d = parse_bounded(c, value, "token_retention", milliseconds(0), std::chrono::hours(24 * 30));
+      if (!d) return d.status();
+      c.token_retention = *d;
+    } else {
+      return invalid(c, "unknown option '" + key +
+                            "' (known: prefix, connections, connect_timeout, waiter_ttl, token_retention" +
+                            (c.unix_socket ? ", db" : "") + ")");
+    }
+  }
+  return c;
+}
+
+}  // namespace dlock::detail::redis

@@ -1,0 +1,187 @@
+#include "backends/redis/subscriber.h"
+
+#include "backends/redis/errors.h"
+
+#include <hiredis.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace dlock::detail::redis {
+namespace {
+
+using std::chrono::milliseconds;
+
+// An idle subscriber connection is PINGed this often; a PING unanswered
+// for op_timeout means the server is gone (or black-holed): reconnect.
+constexpr milliseconds ping_every{1'000};
+
+bool is_array_starting(const redisReply* r, std::string_view kind) {
+  return r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->type == REDIS_REPLY_STRING &&
+         std::string_view(r->element[0]->str, r->element[0]->len) == kind;
+}
+
+}  // namespace
+
+Subscriber::Subscriber(const Config& config, std::string channel)
+    : config_(config), channel_(std::move(channel)), connection_(config, nullptr, nullptr) {
+  stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+Subscriber::~Subscriber() {
+  if (thread_.joinable()) {
+    std::uint64_t one = 1;
+    (void)!::write(stop_fd_, &one, sizeof one);
+    thread_.join();
+  }
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+}
+
+Status Subscriber::start(steady::time_point deadline) {
+  if (stop_fd_ < 0) return Status(errc::internal, "redis backend: eventfd failed");
+  if (Status s = subscribe(deadline); !s) return s;
+  thread_ = std::thread([this] { run(); });
+  return {};
+}
+
+Status Subscriber::subscribe(steady::time_point deadline) {
+  if (Status s = connection_.connect(deadline); !s) return s;
+  const std::string_view words[] = {"SUBSCRIBE", channel_};
+  auto reply = connection_.command(words, deadline, "subscribing to " + channel_);
+  if (!reply) return reply.status();
+  if (!is_array_starting(reply->get(), "subscribe")) {
+    connection_.drop();
+    return Status(errc::internal, "redis backend: SUBSCRIBE answered something unexpected");
+  }
+  return {};
+}
+
+std::shared_ptr<Subscriber::Slot> Subscriber::add(const std::string& owner, const std::string& name) {
+  auto slot = std::make_shared<Slot>();
+  slot->owner = owner;
+  slot->name = name;
+  std::lock_guard lk(mu_);
+  slots_[owner] = slot;  // an owner is one thread: it waits for one lock at a time
+  return slot;
+}
+
+bool Subscriber::remove(const std::shared_ptr<Slot>& slot) {
+  std::lock_guard lk(mu_);
+  if (auto it = slots_.find(slot->owner); it != slots_.end() && it->second == slot) slots_.erase(it);
+  return slot->queued;
+}
+
+std::shared_ptr<Subscriber::Slot> Subscriber::find(const std::string& owner, const std::string& name) {
+  std::lock_guard lk(mu_);
+  auto it = slots_.find(owner);
+  return it != slots_.end() && it->second->name == name ? it->second : nullptr;
+}
+
+void Subscriber::set_queued(Slot& slot, bool queued) {
+  std::lock_guard lk(mu_);
+  slot.queued = queued;
+}
+
+void Subscriber::wait(Slot& slot, steady::time_point until) {
+  std::unique_lock lk(mu_);
+  slot.cv.wait_until(lk, until, [&] { return slot.notified; });
+  slot.notified = false;
+}
+
+void Subscriber::wake_all() {
+  std::lock_guard lk(mu_);
+  for (auto& [owner, slot] : slots_) {
+    slot->notified = true;
+    slot->cv.notify_one();
+  }
+}
+
+// A message "<client id>/<owner>\n<name>" wakes the slot of that owner, if
+// it still waits for that lock.
+void Subscriber::dispatch(const redisReply* r) {
+  if (!is_array_starting(r, "message") || r->elements != 3 || r->element[2]->type != REDIS_REPLY_STRING) return;
+  std::string_view payload(r->element[2]->str, r->element[2]->len);
+  auto slash = payload.find('/');
+  auto newline = payload.find('\n');
+  if (slash == std::string_view::npos || newline == std::string_view::npos || newline < slash) return;
+  std::string owner(payload.substr(slash + 1, newline - slash - 1));
+  std::string_view name = payload.substr(newline + 1);
+  std::lock_guard lk(mu_);
+  auto it = slots_.find(owner);
+  if (it == slots_.end() || it->second->name != name) return;
+  it->second->notified = true;
+  it->second->cv.notify_one();
+}
+
+bool Subscriber::sleep_unless_stopped(milliseconds d) {
+  pollfd p{stop_fd_, POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(d.count())) == 0;
+}
+
+void Subscriber::run() {
+  auto heard_at = steady::now();
+  auto ping_sent = steady::time_point::max();  // max: no PING outstanding
+  milliseconds backoff{0};
+  for (;;) {
+    if (!connection_.connected()) {
+      if (Status s = subscribe(steady::now() + config_.op_timeout); !s) {
+        backoff = std::clamp(backoff * 2, milliseconds(50), milliseconds(1'000));
+        if (!sleep_unless_stopped(backoff)) return;
+        continue;
+      }
+      backoff = milliseconds(0);
+      heard_at = steady::now();
+      ping_sent = steady::time_point::max();
+      wake_all();  // whatever was published meanwhile is lost: everyone retries
+    }
+    redisContext* c = connection_.context();
+    const auto now = steady::now();
+    auto next_check = ping_sent != steady::time_point::max() ? ping_sent + config_.op_timeout : heard_at + ping_every;
+    int timeout = static_cast<int>(std::clamp<std::int64_t>(
+        std::chrono::ceil<milliseconds>(next_check - now).count(), 0, ping_every.count()));
+    pollfd p[2] = {{stop_fd_, POLLIN, 0}, {c->fd, POLLIN, 0}};
+    int n = ::poll(p, 2, timeout);
+    if (n < 0 && errno != EINTR) {
+      connection_.drop();
+      continue;
+    }
+    if (p[0].revents) return;  // the backend is being destroyed
+    if (p[1].revents) {
+      if (redisBufferRead(c) != REDIS_OK) {
+        connection_.drop();  // EOF or error: the server went away; resubscribe
+        continue;
+      }
+      void* raw = nullptr;
+      while (redisGetReplyFromReader(c, &raw) == REDIS_OK && raw) {
+        Reply reply(static_cast<redisReply*>(raw));
+        raw = nullptr;
+        heard_at = steady::now();
+        if (is_array_starting(reply.get(), "pong")) ping_sent = steady::time_point::max();
+        else dispatch(reply.get());
+      }
+      if (c->err) {
+        connection_.drop();
+        continue;
+      }
+    }
+    const auto after = steady::now();
+    if (ping_sent != steady::time_point::max()) {
+      if (after >= ping_sent + config_.op_timeout) connection_.drop();  // no PONG: the server is gone
+    } else if (after >= heard_at + ping_every) {
+      // In subscribed mode PING answers ["pong", ""].
+      if (redisAppendCommand(c, "PING") != REDIS_OK) {
+        connection_.drop();
+        continue;
+      }
+      int done = 0;
+      while (!done)
+        if (redisBufferWrite(c, &done) != REDIS_OK) break;
+      if (!done) connection_.drop();
+      else ping_sent = after;
+    }
+  }
+}
+
+}  // namespace dlock::detail::redis

@@ -1,0 +1,72 @@
+// subscriber.h — the one subscriber connection of a client, its thread, and
+// the table of this client's waiting threads it wakes.
+//
+// The connection is subscribed to one channel, "<prefix>client:<client id>":
+// a release PUBLISHes there the waiter entry ("<client id>/<owner>") and
+// the lock name of the one waiter it wakes, and the thread sets that
+// waiter's flag. The thread blocks in poll() on the socket and an eventfd,
+// so the destructor stops it at once (no read timeout loop); it PINGs an
+// idle connection every second and reconnects (with backoff) when the server
+// goes silent or away; after resubscribing it wakes every local waiter,
+// since a message sent meanwhile is lost (they retry, and re-queue).
+#pragma once
+
+#include "backends/redis/session.h"
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+namespace dlock::detail::redis {
+
+class Subscriber {
+ public:
+  // One waiting thread (a Waiter) of this client.
+  struct Slot {
+    std::string owner;
+    std::string name;
+    bool notified = false;  // guarded by Subscriber's mutex
+    // Whether the store may have our entry in the lock's queue (a failed
+    // attempt put it there): then leaving must take it out.
+    bool queued = false;    // guarded by Subscriber's mutex
+    std::condition_variable cv;
+  };
+
+  Subscriber(const Config& config, std::string channel);
+  ~Subscriber();  // stops and joins the thread
+  Subscriber(const Subscriber&) = delete;
+  Subscriber& operator=(const Subscriber&) = delete;
+
+  // Connects and subscribes (so a waiter registered after this is heard),
+  // then starts the thread.
+  Status start(steady::time_point deadline);
+
+  std::shared_ptr<Slot> add(const std::string& owner, const std::string& name);
+  // Removes the slot; whether its entry may still be queued in the store.
+  bool remove(const std::shared_ptr<Slot>& slot);
+  // The slot of `owner` waiting for `name`, or nullptr.
+  std::shared_ptr<Slot> find(const std::string& owner, const std::string& name);
+  void set_queued(Slot& slot, bool queued);
+  // Until the slot is notified or `until`; clears the notification.
+  void wait(Slot& slot, steady::time_point until);
+
+ private:
+  void run();
+  Status subscribe(steady::time_point deadline);
+  void dispatch(const redisReply* reply);
+  void wake_all();
+  bool sleep_unless_stopped(std::chrono::milliseconds d);
+
+  const Config& config_;
+  const std::string channel_;
+  Connection connection_;  // used by the thread only (and start() before it)
+  int stop_fd_ = -1;       // eventfd: written once to stop the thread
+  std::thread thread_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Slot>> slots_;  // by owner; guarded by mu_
+};
+
+}  // namespace dlock::detail::redis
