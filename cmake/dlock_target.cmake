@@ -1,10 +1,11 @@
 # dlock_target(NAME <name> KIND <library|executable|test> SOURCES ... [DEPS ...] [PRIVATE_DEPS ...]
-#              [INCLUDES ...] [LABELS ...] [OUTPUT_NAME name])
+#              [INCLUDES ...] [LABELS ...] [FIXTURES ...] [OUTPUT_NAME name])
+# FIXTURES (tests): CTest fixtures every test of the executable needs (servers).
 # The one way every target of the project is declared: same warnings, same
 # sanitizers, and a dlock::<name> alias for libraries so targets are always
 # referred to by their namespaced name.
 function(dlock_target)
-  cmake_parse_arguments(T "" "NAME;KIND;OUTPUT_NAME" "SOURCES;DEPS;PRIVATE_DEPS;INCLUDES;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;KIND;OUTPUT_NAME" "SOURCES;DEPS;PRIVATE_DEPS;INCLUDES;LABELS;FIXTURES" ${ARGN})
   if(T_KIND STREQUAL "library")
     add_library(dlock_${T_NAME} STATIC ${T_SOURCES})
     add_library(dlock::${T_NAME} ALIAS dlock_${T_NAME})
@@ -38,6 +39,10 @@ function(dlock_target)
   endif()
   if(T_KIND STREQUAL "test")
     include(GoogleTest)
-    gtest_discover_tests(${tgt} PROPERTIES LABELS "${T_LABELS}" DISCOVERY_TIMEOUT 60)
+    # Tests find the servers the fixtures started under DLOCK_TEST_SERVERS.
+    gtest_discover_tests(${tgt}
+      PROPERTIES LABELS "${T_LABELS}" FIXTURES_REQUIRED "${T_FIXTURES}"
+                 ENVIRONMENT "DLOCK_TEST_SERVERS=${DLOCK_TEST_SERVERS}"
+      DISCOVERY_TIMEOUT 60)
   endif()
 endfunction()

@@ -1,0 +1,203 @@
+// Redis under faults: a stopped server, a restarted one, wrong credentials, a
+// key of another type, many held locks, and connections left behind. Each
+// test starts its own redis-server (scripts/redis-server.sh) in a temp dir,
+// because it stops, restarts or reconfigures it.
+#include "child_process.h"
+
+#include <dlock/dlock.h>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+std::string shell(const std::string& command) {
+  std::string out;
+  if (FILE* p = ::popen(command.c_str(), "r")) {
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out;
+}
+
+class RedisFault : public ::testing::Test {
+ protected:
+  void SetUp() override { start(); }
+  void TearDown() override { server("stop"); }
+
+  void start(const std::string& env = "") { ASSERT_EQ(server("start", env), 0) << "redis-server did not start"; }
+  int server(const std::string& verb, const std::string& env = "") {
+    return std::system((env + " " DLOCK_SCRIPTS "/redis-server.sh " + verb + " " + dir_.path() + " >/dev/null").c_str());
+  }
+  std::string base_url() const {
+    std::ifstream in(dir_.path() + "/url");
+    std::string url;
+    in >> url;
+    return url;
+  }
+  std::string port() const { return base_url().substr(base_url().rfind(':') + 1); }
+  pid_t server_pid() const {
+    std::ifstream in(dir_.path() + "/redis.pid");
+    pid_t pid = 0;
+    in >> pid;
+    return pid;
+  }
+  std::string cli(const std::string& args, const std::string& auth = "") const {
+    return shell("redis-cli -h 127.0.0.1 -p " + port() + " " + auth + " " + args + " 2>/dev/null");
+  }
+  // Connections the server has open (CLIENT LIST lines), minus redis-cli's own.
+  int connections() const {
+    auto out = cli("CLIENT LIST");
+    return static_cast<int>(std::count(out.begin(), out.end(), '\n')) - 1;
+  }
+  std::uint64_t command_calls(const std::string& command) const {
+    auto out = cli("INFO commandstats");
+    auto at = out.find("cmdstat_" + command + ":calls=");
+    if (at == std::string::npos) return 0;
+    return std::stoull(out.substr(at + command.size() + 15));
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(RedisFault, StoppedServerFailsCallsWithinTheirTimeout) {
+  auto client = dlock::connect(base_url(), {.op_timeout = 500ms});
+  auto m = client->mutex("stopped");
+  ASSERT_TRUE(m.try_lock());
+  m.unlock();
+  ::kill(server_pid(), SIGSTOP);
+  for (int i = 0; i < 2; ++i) {
+    auto start = steady::now();
+    try {
+      (void)m.try_lock_for(10s);
+      ADD_FAILURE() << "a call to a stopped server succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::unavailable) << e.what();
+    }
+    EXPECT_LT(steady::now() - start, scaled(1500ms)) << "the call overran op_timeout (500ms)";
+  }
+  ::kill(server_pid(), SIGCONT);
+  // The client recovers once the server answers again.
+  bool recovered = false;
+  for (int i = 0; i < 20 && !recovered; ++i) {
+    try {
+      recovered = m.try_lock_for(1s);
+    } catch (const Error&) {
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  EXPECT_TRUE(recovered);
+  if (recovered) m.unlock();
+}
+
+TEST_F(RedisFault, RestartedServerMakesTheHolderLoseTheLock) {
+  auto client = dlock::connect(base_url(), {.op_timeout = 1s});
+  auto m = client->mutex("restarted", {.lease = 1500ms});
+  m.lock();
+  auto stop = m.stop_token();
+  ASSERT_EQ(server("restart"), 0);
+  const auto until = steady::now() + scaled(5s);
+  while (!m.lost() && steady::now() < until) std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(m.lost()) << "the renewal after the restart should find the lock gone";
+  EXPECT_TRUE(stop.stop_requested());
+  EXPECT_EQ(m.unlock_checked().code(), errc::lock_lost);
+  // And the client works against the new server.
+  EXPECT_TRUE(m.try_lock_for(scaled(2s)));
+  m.unlock();
+}
+
+TEST_F(RedisFault, WrongPasswordIsAClearErrorWithoutTheSecret) {
+  server("stop");
+  start("REDIS_EXTRA_ARGS='--requirepass s3cr3t-pw' REDIS_CLI_AUTH='-a s3cr3t-pw --no-auth-warning'");
+  const std::string host = base_url().substr(std::string("redis://").size());
+  try {
+    (void)dlock::connect("redis://:not-the-pw@" + host, {.op_timeout = 1s})->mutex("x").try_lock();
+    FAIL() << "a wrong password was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), errc::invalid_argument) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("not-the-pw"), std::string::npos) << e.what();
+  }
+  auto client = dlock::connect("redis://:s3cr3t-pw@" + host);
+  EXPECT_EQ(client->url().find("s3cr3t-pw"), std::string::npos) << client->url();
+  auto m = client->mutex("x");
+  EXPECT_TRUE(m.try_lock());
+  m.unlock();
+}
+
+TEST_F(RedisFault, KeyOfAnotherTypeIsRefusedAndLeftAlone) {
+  auto client = dlock::connect(base_url() + "/0?prefix=wt:");
+  auto m = client->mutex("typed");
+  ASSERT_TRUE(m.try_lock());
+  auto keys = cli("--scan --pattern 'wt:*'");
+  m.unlock();
+  ASSERT_FALSE(keys.empty());
+  const std::string key = keys.substr(0, keys.find('\n'));
+  cli("DEL '" + key + "'");
+  cli("SET '" + key + "' not-a-lock");
+  try {
+    (void)m.try_lock();
+    FAIL() << "locked a key that holds a string";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), errc::invalid_argument) << e.what();
+  }
+  EXPECT_EQ(cli("GET '" + key + "'"), "not-a-lock\n") << "the foreign key was changed";
+}
+
+TEST_F(RedisFault, TenThousandHeldLocksRenewInOneBatchPerPeriod) {
+  constexpr int locks = 10'000;
+  auto client = dlock::connect(base_url());
+  std::vector<Mutex> held;
+  held.reserve(locks);
+  for (int i = 0; i < locks; ++i) {
+    held.push_back(client->mutex("many:" + std::to_string(i), {.lease = 3s}));  // renewed every 1 s
+    held.back().lock();
+  }
+  const auto before = client->stats();
+  std::this_thread::sleep_for(3500ms);
+  const auto after = client->stats();
+  const auto batches = after.renewal_batches - before.renewal_batches;
+  const auto renewals = after.renewals - before.renewals;
+  std::printf("10000 held locks over 3.5 s: %llu renewal batches, %llu leases renewed\n",
+              static_cast<unsigned long long>(batches), static_cast<unsigned long long>(renewals));
+  EXPECT_GE(renewals, 3u * locks * 9 / 10) << "leases were not renewed every period";
+  EXPECT_LE(batches, 6u) << "renewals took more than about one round trip per period";
+  for (auto& m : held) EXPECT_FALSE(m.lost());
+  for (auto& m : held) m.unlock();
+}
+
+TEST_F(RedisFault, NoConnectionOrThreadOutlivesTheClient) {
+  const int threads_before = thread_count();
+  const int before = connections();
+  {
+    auto client = dlock::connect(base_url());
+    auto m = client->mutex("leak", {.lease = 600ms});
+    std::vector<std::thread> waiters;
+    m.lock();
+    for (int i = 0; i < 4; ++i)
+      waiters.emplace_back([&] {
+        if (m.try_lock_for(2s)) m.unlock();
+      });
+    std::this_thread::sleep_for(300ms);
+    EXPECT_GT(connections(), before);
+    m.unlock();
+    for (auto& t : waiters) t.join();
+  }
+  EXPECT_EQ(thread_count(), threads_before);
+  const auto until = steady::now() + 3s;
+  while (connections() != before && steady::now() < until) std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(connections(), before) << "connections left open after the client was destroyed";
+}
+
+}  // namespace
+}  // namespace dlock::test
