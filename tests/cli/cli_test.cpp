@@ -2,6 +2,7 @@
 // gets, mutual exclusion between concurrent `dlock run`, and what happens
 // when the lock is lost or dlock itself dies.
 #include "child_process.h"
+#include "servers.h"
 
 #include <dlock/dlock.h>
 
@@ -161,11 +162,16 @@ TEST_F(Cli, StatusShowsHeldLocks) {
 // The main job: with the lock (and segmented, and atomic) the sale is exact;
 // without it — or with a per-process mutex — it oversells.
 TEST_F(Cli, DemoJsonNeverOversellsWithALock) {
-  for (const std::string& backend : {url(), "sqlite://" + dir_.path() + "/demo.db"}) {
+  std::vector<std::string> backends{url(), "sqlite://" + dir_.path() + "/demo.db"};
+#ifdef DLOCK_WITH_REDIS
+  backends.push_back(server_url("redis") + "/0?prefix=" + unique_prefix(dir_.path()));  // stock in Redis too
+#endif
+  for (const std::string& backend : backends) {
     auto [status, out] = dlock({"demo", "--backend", backend, "--stock", "1000", "--json"}, 120s);
     ASSERT_EQ(status, 0) << out;
     auto report = nlohmann::json::parse(out);
     ASSERT_EQ(report["modes"].size(), 5u) << out;
+    EXPECT_EQ(report["stock_in"], backend.starts_with("redis") ? "redis" : "memory");
     for (const auto& mode : report["modes"]) {
       const std::string name = mode["mode"];
       SCOPED_TRACE(backend + " " + name);

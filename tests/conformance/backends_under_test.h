@@ -4,11 +4,10 @@
 // environment).
 #pragma once
 
+#include "servers.h"
+
 #include <chrono>
-#include <cstdlib>
-#include <fstream>
 #include <ostream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,22 +24,6 @@ struct BackendUnderTest {
 
 // gtest prints the parameter by its name, not its bytes.
 inline void PrintTo(const BackendUnderTest& backend, std::ostream* os) { *os << backend.name; }
-
-// The URL of a server a CTest fixture started (DLOCK_TEST_SERVERS/<name>/url).
-// Throws if it is missing: a test that needs a server fails without one.
-inline std::string server_url(const std::string& name) {
-  const char* root = std::getenv("DLOCK_TEST_SERVERS");
-  if (!root) throw std::runtime_error("DLOCK_TEST_SERVERS is not set: run the tests with ctest (it starts the servers)");
-  std::ifstream in(std::string(root) + "/" + name + "/url");
-  std::string url;
-  if (!(in >> url)) throw std::runtime_error("no " + name + " server: " + std::string(root) + "/" + name + "/url missing");
-  return url;
-}
-
-// A key prefix of its own for each test, from its temp dir's unique name.
-inline std::string unique_prefix(const std::string& dir) {
-  return "t-" + dir.substr(dir.find_last_of('/') + 1) + ":";
-}
 
 inline std::vector<BackendUnderTest> backends_under_test() {
   std::vector<BackendUnderTest> all;

@@ -15,6 +15,7 @@
 // --seconds or --max-ops operations per thread.
 #include "commands.h"
 #include "flash_sale.h"
+#include "stock_store.h"
 #include "latency.h"
 #include "process_group.h"
 
@@ -40,6 +41,7 @@ struct BenchArgs {
   std::int64_t stock = 5000;
   std::string work;   // empty: the workload's default
   int segments = 8;
+  std::string stock_in;  // empty: default_stock_store(backend)
   bool json = false;
 };
 
@@ -266,6 +268,7 @@ int flash_sale_bench(const BenchArgs& args, const std::string& backend, std::chr
   config.segments = args.segments;
   config.time_limit = seconds;
   config.product = fresh_product_name("sku-bench");
+  config.stock_in = args.stock_in.empty() ? default_stock_store(backend) : args.stock_in;
   std::vector<SaleResult> results;
   for (SaleMode m : {SaleMode::dlock, SaleMode::segmented}) results.push_back(run_sale(config, m));
   bool broken = false;
@@ -340,6 +343,9 @@ void add_bench(CLI::App& app, int& status) {
   cmd->add_option("--stock", args->stock, "flash-sale: items (default 5000)")->check(CLI::Range(1, 100'000'000));
   cmd->add_option("--work", args->work, "Work inside the critical section (flash-sale: 100us; others: 0)");
   cmd->add_option("--segments", args->segments, "flash-sale: segments (default 8)")->check(CLI::Range(1, max_segments));
+  cmd->add_option("--stock-in", args->stock_in,
+                  "flash-sale: where the stock lives: memory or redis (default: redis for redis:// backends)")
+      ->check(CLI::IsMember(stock_store_kinds()));
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->footer("Exit status: 0; 1 if mutual exclusion failed (lost updates or oversold); 70 if a worker failed.");
   cmd->callback([args, &status] { status = bench(*args); });

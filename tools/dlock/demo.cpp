@@ -8,6 +8,7 @@
 // tool. See flash_sale.h for what each mode does.
 #include "commands.h"
 #include "flash_sale.h"
+#include "stock_store.h"
 #include "latency.h"
 
 #include <algorithm>
@@ -28,6 +29,7 @@ struct DemoArgs {
   int segments = 8;
   std::string time_limit = "60s";
   std::vector<std::string> modes;
+  std::string stock_in;  // empty: default_stock_store(backend)
   bool json = false;
 };
 
@@ -82,6 +84,7 @@ int demo(const DemoArgs& args) {
   config.segments = args.segments;
   config.time_limit = duration_arg(args.time_limit, "--time-limit");
   config.product = fresh_product_name("sku-1001");
+  config.stock_in = args.stock_in.empty() ? default_stock_store(config.backend) : args.stock_in;
   if (config.time_limit.count() <= 0) throw CLI::ValidationError("--time-limit: must be > 0");
 
   std::vector<SaleMode> modes;
@@ -96,9 +99,9 @@ int demo(const DemoArgs& args) {
     std::fprintf(stderr, "dlock demo: note: with --threads 1 the per-process mutex of mode 'local' is never contended\n");
   if (!args.json) {
     std::printf("dlock demo — flash sale: %lld items of one product, %d processes × %d buyer threads, %s of "
-                "simulated work per order (read → work → write)\nbackend: %s\n\n",
+                "simulated work per order (read → work → write)\nbackend: %s   stock in: %s\n\n",
                 static_cast<long long>(config.stock), config.processes, config.threads, args.work.c_str(),
-                config.backend.c_str());
+                config.backend.c_str(), config.stock_in.c_str());
     std::printf("%-10s %8s %9s %10s %9s %9s %10s\n", "mode", "orders", "oversold", "orders/s", "p50 ms", "p99 ms",
                 "stock left");
     std::fflush(stdout);
@@ -152,6 +155,10 @@ void add_demo(CLI::App& app, int& status) {
   cmd->add_option("--time-limit", args->time_limit, "Hard limit per mode; reported if hit (default 60s)");
   cmd->add_option("--modes", args->modes, "Comma-separated: none,local,dlock,segmented,atomic (default all)")
       ->delimiter(',');
+  cmd->add_option("--stock-in", args->stock_in,
+                  "Where the stock lives: memory (shared by the worker processes) or redis (the backend's server); "
+                  "default: redis for redis:// backends, else memory")
+      ->check(CLI::IsMember(stock_store_kinds()));
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->footer("Exit status: 0; 1 if a locking mode (dlock, segmented, atomic) did not sell exactly the stock;\n"
               "70 if a worker process failed or crashed.");

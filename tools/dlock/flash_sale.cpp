@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "latency.h"
 #include "process_group.h"
+#include "stock_store.h"
 
 #include <dlock/dlock.h>
 
@@ -17,25 +18,16 @@
 namespace dlock::cli {
 namespace {
 
-// The store every process sees. Values are std::atomic only so the
-// cross-process accesses are defined behaviour: the racy modes use a
-// separate relaxed load and store (read → work → write), which loses
-// updates exactly like a read and an UPDATE in two SQL statements would.
-struct SaleStore {
-  std::atomic<std::int64_t> stock;
-  std::atomic<std::int64_t> segment[max_segments];
-};
-
 void simulate_work(std::chrono::nanoseconds work) {
   if (work.count() > 0) std::this_thread::sleep_for(work);
 }
 
 // One item from `cell` under whatever protects it (or nothing): false if it was empty.
-bool take_one(std::atomic<std::int64_t>& cell, std::chrono::nanoseconds work) {
-  const std::int64_t left = cell.load(std::memory_order_relaxed);  // read
+bool take_one(StockCell& cell, std::chrono::nanoseconds work) {
+  const std::int64_t left = cell.read();  // read
   if (left <= 0) return false;
-  simulate_work(work);                                             // the order is being processed
-  cell.store(left - 1, std::memory_order_relaxed);                 // write back
+  simulate_work(work);                    // the order is being processed
+  cell.write(left - 1);                   // write back
   return true;
 }
 
@@ -63,7 +55,7 @@ void buyer_loop(WorkerSlot& slot, steady::time_point deadline, Buy buy) {
 }
 
 void run_buyers(ProcessGroup& group, const SaleConfig& config, SaleMode mode, int process) {
-  auto& store = group.user<SaleStore>();
+  auto stock_store = open_stock_store(config.stock_in, group.user_area(), config.backend, config.product);
   std::shared_ptr<dlock::Client> client;
   if (mode == SaleMode::dlock || mode == SaleMode::segmented) client = dlock::connect(config.backend);
   std::mutex local;  // SaleMode::local: one per process, exactly what does not work across processes
@@ -72,16 +64,18 @@ void run_buyers(ProcessGroup& group, const SaleConfig& config, SaleMode mode, in
 
   run_threads(group.threads(), [&](int thread) {
     WorkerSlot& slot = group.slot(process, thread);
+    auto view = stock_store->view();  // per thread: its own connection to a remote store
+    StockView& store = *view;
     switch (mode) {
       case SaleMode::none:
         buyer_loop(slot, deadline, [&](steady::time_point) -> std::optional<bool> {
-          return take_one(store.stock, config.work);
+          return take_one(store.stock(), config.work);
         });
         break;
       case SaleMode::local:
         buyer_loop(slot, deadline, [&](steady::time_point) -> std::optional<bool> {
           std::lock_guard hold(local);
-          return take_one(store.stock, config.work);
+          return take_one(store.stock(), config.work);
         });
         break;
       case SaleMode::dlock: {
@@ -89,7 +83,7 @@ void run_buyers(ProcessGroup& group, const SaleConfig& config, SaleMode mode, in
         buyer_loop(slot, deadline, [&](steady::time_point until) -> std::optional<bool> {
           std::unique_lock hold(mutex, until);  // try_lock_until: bounded by the time limit
           if (!hold) return std::nullopt;
-          return take_one(store.stock, config.work);
+          return take_one(store.stock(), config.work);
         });
         break;
       }
@@ -112,7 +106,7 @@ void run_buyers(ProcessGroup& group, const SaleConfig& config, SaleMode mode, in
           return -1;
         };
         auto sell_from = [&](int i, std::unique_lock<dlock::Mutex>& hold) -> bool {
-          if (take_one(store.segment[i], config.work)) return true;
+          if (take_one(store.segment(i), config.work)) return true;
           hold.unlock();
           empty[static_cast<std::size_t>(i)] = true;
           ++empties;
@@ -144,10 +138,7 @@ void run_buyers(ProcessGroup& group, const SaleConfig& config, SaleMode mode, in
       }
       case SaleMode::atomic:
         buyer_loop(slot, deadline, [&](steady::time_point) -> std::optional<bool> {
-          std::int64_t left = store.stock.load();
-          do {
-            if (left <= 0) return false;
-          } while (!store.stock.compare_exchange_weak(left, left - 1));
+          if (!store.stock().take_if_positive()) return false;
           simulate_work(config.work);  // the order is processed after the item is reserved
           return true;
         });
@@ -176,14 +167,10 @@ std::optional<SaleMode> parse_sale_mode(std::string_view name) {
 }
 
 SaleResult run_sale(const SaleConfig& config, SaleMode mode) {
-  ProcessGroup group(config.processes, config.threads, sizeof(SaleStore));
-  auto& store = group.user<SaleStore>();
-  if (mode == SaleMode::segmented) {
-    const std::int64_t n = config.segments;
-    for (std::int64_t i = 0; i < n; ++i) store.segment[i] = config.stock / n + (i < config.stock % n ? 1 : 0);
-  } else {
-    store.stock = config.stock;
-  }
+  ProcessGroup group(config.processes, config.threads, memory_store_bytes());
+  auto store = open_stock_store(config.stock_in, group.user_area(), config.backend, config.product);
+  const int segments = mode == SaleMode::segmented ? config.segments : 0;
+  store->fill(config.stock, segments);
 
   group.run([&](int process) { run_buyers(group, config, mode, process); }, config.time_limit);
 
@@ -201,11 +188,8 @@ SaleResult run_sale(const SaleConfig& config, SaleMode mode) {
     r.per_process.push_back(mine);
     r.orders += mine;
   }
-  if (mode == SaleMode::segmented) {
-    for (int i = 0; i < config.segments; ++i) r.stock_left += store.segment[i].load();
-  } else {
-    r.stock_left = store.stock.load();
-  }
+  r.stock_left = store->left(segments);
+  store->clear(segments);
   r.oversold = std::max<std::int64_t>(0, static_cast<std::int64_t>(r.orders) - config.stock);
   r.seconds = std::chrono::duration<double>(group.end_time() - group.start_time()).count();
   r.orders_per_s = r.seconds > 0 ? static_cast<double>(r.orders) / r.seconds : 0;
@@ -262,6 +246,7 @@ std::string sale_json(const SaleConfig& config, const std::vector<SaleResult>& r
   JsonObject json;
   if (!workload.empty()) json.str("workload", workload);
   return json.str("backend", config.backend)
+      .str("stock_in", config.stock_in)
       .integer("processes", config.processes)
       .integer("threads", config.threads)
       .integer("stock", config.stock)

@@ -2,7 +2,8 @@
 // `dlock bench --workload flash-sale`.
 //
 // P worker processes × T threads ("buyers") sell `stock` items of one
-// product. The stock lives in shared memory every process sees; selling one
+// product. The stock lives in a store every process sees (shared memory, or
+// the Redis server of a redis:// backend: stock_store.h); selling one
 // item is read → simulated work (a sleep, like the database call in the
 // write-ups) → write, so without mutual exclusion two buyers read the same
 // value and one sale is lost: the shop sells more than it has. Every buyer
@@ -41,6 +42,7 @@ struct SaleConfig {
   int segments = 8;                             // segmented mode; at most max_segments
   std::chrono::milliseconds time_limit{60'000}; // hard limit per mode
   std::string product;                          // lock-name stem, fresh per run (see fresh_product_name)
+  std::string stock_in = "memory";              // where the stock lives: stock_store.h
 };
 
 inline constexpr int max_segments = 256;

@@ -64,6 +64,7 @@ class ProcessGroup {
     static_assert(std::is_trivially_copyable_v<T> || std::is_standard_layout_v<T>);
     return *static_cast<T*>(user_);
   }
+  void* user_area() noexcept { return user_; }
   WorkerSlot& slot(int process, int thread) noexcept;
 
   // Forks the processes; child i runs body(i) and exits (0, or 1 with the

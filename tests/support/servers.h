@@ -1,0 +1,27 @@
+// servers.h — finding the servers the CTest fixtures started.
+#pragma once
+
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+namespace dlock::test {
+
+// The URL of a server a CTest fixture started (DLOCK_TEST_SERVERS/<name>/url).
+// Throws if it is missing: a test that needs a server fails without one.
+inline std::string server_url(const std::string& name) {
+  const char* root = std::getenv("DLOCK_TEST_SERVERS");
+  if (!root) throw std::runtime_error("DLOCK_TEST_SERVERS is not set: run the tests with ctest (it starts the servers)");
+  std::ifstream in(std::string(root) + "/" + name + "/url");
+  std::string url;
+  if (!(in >> url)) throw std::runtime_error("no " + name + " server: " + std::string(root) + "/" + name + "/url missing");
+  return url;
+}
+
+// A key prefix of its own for each test, from its temp dir's unique name.
+inline std::string unique_prefix(const std::string& dir) {
+  return "t-" + dir.substr(dir.find_last_of('/') + 1) + ":";
+}
+
+}  // namespace dlock::test
