@@ -18,12 +18,15 @@ ClientState::ClientState(std::unique_ptr<Backend> backend, std::string client_id
 ClientState::~ClientState() {
   keeper_.reset();  // no renewal from here on
   std::lock_guard lk(mu_);
+  // Release what is still held, but stop talking to a store that stopped
+  // answering: one op_timeout at most, not one per lock (the leases run out).
+  bool store_answers = true;
   for (auto& [key, hold] : holds_) {
     std::lock_guard g(hold->mu);
-    if (!hold->released) {
-      hold->released = true;
-      (void)backend_->locks().release(hold->request, hold->grant);
-    }
+    if (hold->released) continue;
+    hold->released = true;
+    if (store_answers && backend_->locks().release(hold->request, hold->grant).code() == errc::unavailable)
+      store_answers = false;
   }
 }
 
@@ -44,14 +47,23 @@ Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& o
     return true;
   }
   LockRequest request{name, owner_for_this_thread(client_id_), options.lease, options.lease_mode, options.fair};
-  auto got = detail::acquire(backend_->locks(), request, deadline, options_);
-  if (!got) return got.status();
-  if (!*got) return false;
+  Grant grant;
+  for (;;) {
+    auto got = detail::acquire(backend_->locks(), request, deadline, options_);
+    if (!got) return got.status();
+    if (!*got) return false;
+    grant = std::move(**got);
+    // A grant whose answer took longer than its lease may already belong to
+    // someone else: give it back and try again (or report the timeout).
+    if (grant.valid_until > steady::now()) break;
+    (void)backend_->locks().release(request, grant);
+    if (steady::now() >= deadline) return false;
+  }
 
   acquisitions_.fetch_add(1, std::memory_order_relaxed);
   auto hold = std::make_shared<Hold>();
   hold->request = std::move(request);
-  hold->grant = std::move(**got);
+  hold->grant = std::move(grant);
   hold->token = hold->grant.token;
   hold->thread = key.second;
   hold->renew_every = renew_interval(options);
@@ -82,13 +94,14 @@ Status ClientState::release(const std::string& name) noexcept {
       holds_.erase(it);
     }
     const bool was_lost = hold->lost.load() || hold->past_deadline();
-    Status s;
     {
+      // After this no renewal touches the grant, so the release itself runs
+      // without hold->mu and never holds up the lease keeper.
       std::lock_guard g(hold->mu);
       keeper_->remove(hold.get());
       hold->released = true;
-      s = backend_->locks().release(hold->request, hold->grant);
     }
+    Status s = backend_->locks().release(hold->request, hold->grant);
     if (was_lost) {
       hold->mark_lost();  // outside every lock: it may run stop callbacks
       if (s.ok()) s = Status(errc::lock_lost, "unlock '" + name + "': the lease had been lost before unlock");
