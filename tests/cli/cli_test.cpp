@@ -130,6 +130,21 @@ TEST_F(Cli, LostLockTerminatesTheCommand) {
   m.unlock();
 }
 
+TEST_F(Cli, LostLockStopsWhatTheCommandStartedToo) {
+  auto args = run_args("grand", {"--lease", "600ms", "--kill-after", "300ms"},
+                       {"/bin/sh", "-c", "sleep 30 & echo $!; wait"});
+  args.insert(args.begin(), DLOCK_TOOL);
+  ChildProcess run(args);
+  auto line = run.read_line(scaled(5s));
+  ASSERT_TRUE(line);
+  const pid_t grandchild = std::stoi(*line);
+  dlock::connect(url())->mutex("grand").force_unlock();
+  EXPECT_EQ(run.wait(scaled(10s)), std::optional<int>(76));
+  const auto until = std::chrono::steady_clock::now() + scaled(2s);
+  while (process_alive(grandchild) && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(process_alive(grandchild)) << "a process the command started outlived the lost lock";
+}
+
 TEST_F(Cli, KilledDlockTakesTheCommandWithItAndFreesTheLock) {
   auto args = run_args("orphan", {}, {"/bin/sh", "-c", "echo $$; exec sleep 30"});
   args.insert(args.begin(), DLOCK_TOOL);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -95,6 +96,10 @@ int run(const RunArgs& args) {
   argv.push_back(nullptr);
 
   const pid_t parent = ::getpid();
+  // Without a terminal to share, CMD gets a process group of its own, so a
+  // lost lock stops everything it started, not only CMD itself. With a
+  // terminal it stays in ours (job control), and its children are left to it.
+  const bool own_group = !::isatty(STDIN_FILENO);
   std::cout.flush();
   std::cerr.flush();
   const pid_t child = ::fork();
@@ -106,27 +111,46 @@ int run(const RunArgs& args) {
     // Only async-signal-safe calls until exec.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(exit_internal);  // dlock already gone
+    if (own_group) ::setpgid(0, 0);
     ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     ::execvp(argv[0], argv.data());
     ::_exit(errno == ENOENT ? 127 : 126);
   }
 
+  if (own_group) ::setpgid(child, child);  // also here: no race with our first signal
+  const pid_t target = own_group ? -child : child;
+
+  // The child is signalled only while it has not been reaped (its pid could
+  // be reused after), and a loss after it exited does not count.
+  std::mutex reap_mu;
+  bool reaped = false;
   std::atomic<bool> lost{false};
-  std::stop_callback on_lost(mutex.stop_token(), [&] {
-    lost = true;
-    ::kill(child, SIGTERM);
-  });
+  auto on_loss = [&] {
+    std::lock_guard lk(reap_mu);
+    if (reaped || lost.exchange(true)) return;
+    ::kill(target, SIGTERM);
+  };
+  std::stop_callback on_lost(mutex.stop_token(), on_loss);
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   int wait_status = 0;
   for (;;) {
     timespec tick{0, 50'000'000};
     int s = sigtimedwait(&signals, nullptr, &tick);
-    if (s > 0 && s != SIGCHLD) ::kill(child, s);
-    pid_t done = ::waitpid(child, &wait_status, WNOHANG);
-    if (done == child) break;
+    {
+      std::lock_guard lk(reap_mu);
+      if (s > 0 && s != SIGCHLD) ::kill(target, s);
+      if (::waitpid(child, &wait_status, WNOHANG) == child) {
+        reaped = true;
+        break;
+      }
+    }
+    // lost() also sees a lease whose local deadline passed while the lease
+    // keeper is still waiting for a stalled store.
+    if (!lost && mutex.lost()) on_loss();
     if (lost && !kill_at) kill_at = std::chrono::steady_clock::now() + kill_after;
-    if (kill_at && std::chrono::steady_clock::now() >= *kill_at) ::kill(child, SIGKILL);
+    if (kill_at && std::chrono::steady_clock::now() >= *kill_at) ::kill(target, SIGKILL);
   }
+  if (own_group && lost) ::kill(-child, SIGKILL);  // whatever CMD left running in its group
   Status released = mutex.unlock_checked();
   if (lost) {
     std::cerr << "dlock: lock '" << args.name << "' was lost while the command ran; the command was terminated\n";
