@@ -228,16 +228,18 @@ Status configure(sqlite3* db) {
   // WAL: readers don't block the writer nor it them, so polling waiters
   // barely slow the holder. The mode is stored in the file; the first
   // connection switches it (and needs the database to itself for that).
-  {
-    auto wal = Statement::prepare(db, "PRAGMA journal_mode = WAL", "switching to WAL journal mode");
-    if (!wal) return wal.status();
-    Query q(*wal);
-    int rc = q.step();
-    if (rc != SQLITE_ROW) return q.error(rc);
-    if (std::string mode = q.column_text(0); mode != "wal")
-      return Status(errc::unavailable,
-                    "sqlite backend: the database stays in journal mode '" + mode + "'; dlock needs WAL");
-  }
+  // Read the mode first: only the first opener needs to switch it.
+  auto mode_is_wal = [&](const char* sql, std::string_view step) -> Result<bool> {
+    auto pragma = Statement::prepare(db, sql, step);
+    if (!pragma) return pragma.status();
+    Query q(*pragma);
+    if (int rc = q.step(); rc != SQLITE_ROW) return q.error(rc);
+    return q.column_text(0) == "wal";
+  };
+  auto wal = mode_is_wal("PRAGMA journal_mode", "reading the journal mode");
+  if (wal && !*wal) wal = mode_is_wal("PRAGMA journal_mode = WAL", "switching to WAL journal mode");
+  if (!wal) return wal.status();
+  if (!*wal) return Status(errc::unavailable, "sqlite backend: the database stays out of WAL journal mode; dlock needs WAL");
   // NORMAL in WAL mode: commits are not fsynced one by one, only at
   // checkpoints. A committed transaction (a fencing token, a lock row)
   // survives a crash of the process; a crash of the OS or a power cut may
@@ -255,13 +257,24 @@ Status configure(sqlite3* db) {
 
 class SqliteBackend final : public Backend, public LockDriver {
  public:
-  SqliteBackend(Database db, milliseconds op_timeout) : conn_(std::move(db), op_timeout) {}
+  SqliteBackend(Database db, milliseconds op_timeout) : conn_(std::move(db), op_timeout), op_timeout_(op_timeout) {}
 
   // Pragmas, schema and statements; counts against op_timeout like a call.
   Status start() {
     auto turn = conn_.take_turn("opening the database");
     if (!turn) return turn.status();
-    if (Status s = configure(conn_.get()); !s) return s;
+    // SQLite answers BUSY at once, without its busy handler, where waiting
+    // could deadlock (several processes switching a new file to WAL at the
+    // same moment): retry with backoff until the open's deadline.
+    const auto deadline = steady::now() + op_timeout_;
+    auto pause = std::chrono::microseconds(500);
+    for (;;) {
+      Status s = configure(conn_.get());
+      if (s) break;
+      if (s.code() != errc::unavailable || steady::now() + pause >= deadline) return s;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(20'000));
+    }
     auto statements = prepare_statements(conn_.get());
     if (!statements) return statements.status();
     sql_ = std::move(*statements);
@@ -432,6 +445,7 @@ class SqliteBackend final : public Backend, public LockDriver {
   }
 
   Connection conn_;
+  const milliseconds op_timeout_;
   Statements sql_;  // used only during a turn on conn_
 };
 
