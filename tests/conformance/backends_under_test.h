@@ -20,6 +20,8 @@ struct BackendUnderTest {
   // Whether a dead holder's lock is free at once (kernel/session), rather
   // than after its lease.
   bool frees_at_once_on_death;
+  // Whether waiters are woken by the store (else they poll with backoff).
+  bool notifies;
 };
 
 // gtest prints the parameter by its name, not its bytes.
@@ -28,14 +30,14 @@ inline void PrintTo(const BackendUnderTest& backend, std::ostream* os) { *os << 
 inline std::vector<BackendUnderTest> backends_under_test() {
   std::vector<BackendUnderTest> all;
 #ifdef DLOCK_WITH_FILE
-  all.push_back({"file", [](const std::string& dir) { return "file://" + dir + "/locks"; }, true});
+  all.push_back({"file", [](const std::string& dir) { return "file://" + dir + "/locks"; }, true, true});
 #endif
 #ifdef DLOCK_WITH_SQLITE
-  all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false});
+  all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false, false});
 #endif
 #ifdef DLOCK_WITH_REDIS
   all.push_back({"redis", [](const std::string& dir) { return server_url("redis") + "/0?prefix=" + unique_prefix(dir); },
-                 false});
+                 false, true});
 #endif
   return all;
 }

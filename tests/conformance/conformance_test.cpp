@@ -168,8 +168,10 @@ TEST_P(Conformance, ReleaseWakesAWaiterPromptly) {
   }
   t.join();
   ASSERT_GE(woke_after_us.load(), 0) << "the waiter never got the lock";
-  // A notification (or the backoff cap on polling backends), not the 10 s deadline.
-  EXPECT_LT(woke_after_us.load(), std::chrono::duration_cast<std::chrono::microseconds>(scaled(500ms)).count());
+  // A notification — not core's 500 ms safety-net retry — or, on polling
+  // backends, the backoff cap (ClientOptions::max_backoff, 100 ms).
+  const auto bound = GetParam().notifies ? scaled(150ms) : scaled(300ms);
+  EXPECT_LT(woke_after_us.load(), std::chrono::duration_cast<std::chrono::microseconds>(bound).count());
 }
 
 TEST_P(Conformance, TokensStrictlyIncreaseAcrossClients) {
@@ -250,7 +252,7 @@ TEST_P(Conformance, WatchdogKeepsShortLeaseAlive) {
     std::this_thread::sleep_for(250ms);
   }
   EXPECT_EQ(m.token(), token);
-  EXPECT_GE(c->stats().renewals, 10u);  // every ~333 ms for 5 s
+  EXPECT_GE(c->stats().renewals, 8u);  // every ~333 ms for 5 s, some slack for a loaded machine
   m.unlock();
   EXPECT_TRUE(contender.try_lock());
   contender.unlock();
@@ -266,7 +268,6 @@ TEST_P(Conformance, NoRenewalAfterUnlock) {
   EXPECT_GT(renewals, 0u);
   std::this_thread::sleep_for(600ms);
   EXPECT_EQ(c->stats().renewals, renewals);
-  EXPECT_EQ(c->stats().renewal_batches, c->stats().renewal_batches);
 }
 
 TEST_P(Conformance, UnlockByNonOwnerIsRefusedAndChangesNothing) {

@@ -99,9 +99,8 @@ TEST(FileUrl, RefusesAFileOrASymlinkInsteadOfADirectory) {
   EXPECT_THAT(refused("file://" + (dir.path() / "link").string()), HasSubstr("symlink"));
 }
 
-// BUG (reported): a percent-encoded NUL in the path survives URL parsing and
-// the file backend passes the path to mkdir()/open() through c_str(), so
-// file:///tmp/x%00y silently uses /tmp/x. It should be refused.
+// A percent-encoded NUL would cut the path short at mkdir()/open() (so
+// file:///tmp/x%00y would use /tmp/x): control characters are refused.
 TEST(FileUrl, RefusesAnEncodedNulOrControlCharacterInThePath) {
   TempDir dir;
   const auto real = dir.path() / "x";

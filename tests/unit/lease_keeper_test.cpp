@@ -308,11 +308,8 @@ TEST(LeaseKeeper, NoRenewalAfterRemove) {
   keeper.remove(kept.get());
 }
 
-// BUG (reported): remove() alone does not stop a renewal the keeper has
-// already picked up: run() copies the due holds, drops its mutex, then locks
-// each hold's mu. A remove() in that window returns, and the renewal is still
-// sent. ClientState is safe only because it also sets Hold::released under
-// Hold::mu; the header promises more than remove() does.
+// run() copies the due holds and drops its mutex before it locks each hold:
+// a remove() in that window must still stop the renewal.
 TEST(LeaseKeeper, NoRenewalAfterRemoveEvenIfTheRenewalWasAlreadyDue) {
   ScriptedDriver driver;
   LeaseKeeper keeper(driver);

@@ -389,10 +389,8 @@ TEST_F(Reentrancy, HugeTimeoutsWaitInsteadOfGivingUp) {
       *client_, *other_, [](Mutex& m) { return m.try_lock_until(std::chrono::steady_clock::time_point::max()); }));
 }
 
-// BUG (reported): try_lock_for() converts the timeout to nanoseconds and adds
-// it to now() without saturating, so "wait forever" spelled as
-// milliseconds::max() overflows: undefined behaviour, in practice a deadline in the past, so the
-// call gives up at once instead of waiting.
+// "Wait forever" spelled as milliseconds::max() must not overflow into a
+// deadline in the past (the call would give up at once).
 TEST_F(Reentrancy, MaxTimeoutsWaitInsteadOfOverflowing) {
   EXPECT_TRUE(waits_for_release(*client_, *other_,
                                 [](Mutex& m) { return m.try_lock_for(std::chrono::milliseconds::max()); }));
@@ -426,12 +424,9 @@ TEST_F(Reentrancy, ThreadsOfOneClientExcludeEachOther) {
   EXPECT_EQ(client_->stats().acquisitions, 100u);
 }
 
-// BUG (reported): a hold is marked lost (and its stop_token's callbacks run)
-// while dlock's own locks are held: by the lease keeper under its mutex and
-// the hold's mutex, by ClientState::acquire under the table mutex. A
-// std::stop_callback that calls back into the client (stats(), token(),
-// lost(), unlock(), ...) then deadlocks the keeper thread; the client's
-// destructor never returns. This repro exits the process if it hangs.
+// Stop callbacks run with none of dlock's locks held, so a callback may call
+// back into the client (stats(), token(), lost(), unlock(), ...). This test
+// exits the process if it hangs.
 TEST_F(Reentrancy, StopCallbackMayCallBackIntoTheClient) {
   auto m = client_->mutex("callback", {.lease = scaled(3000ms), .renew_interval = scaled(50ms)});
   m.lock();
