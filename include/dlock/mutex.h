@@ -20,8 +20,12 @@
 //
 // Lease loss: when the client learns that the lease is gone (a renewal was
 // refused, renewals failed until the lease ran out, a fixed lease expired),
-// lost() turns true and stop_token() is signalled. The hold stays counted
-// until unlock(); unlock() then releases nothing remote.
+// lost() turns true and stop_token() is signalled. lost() also compares the
+// lease's local deadline with the clock on every call, so it is exact even
+// while the lease keeper waits for a stalled store; stop_token() is
+// signalled by the keeper, up to ClientOptions::op_timeout later in that
+// case. The hold stays counted until unlock(); unlock() then releases
+// nothing remote.
 //
 // Example:
 //   auto client = dlock::connect("file:///var/lib/myapp/locks");
