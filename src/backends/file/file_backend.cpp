@@ -197,6 +197,7 @@ class FileBackend final : public Backend, public LockDriver {
       r.expires_ns = 0;
       r.holder_pid = 0;
       set_owner(r, "");
+      return Status{};
     });
     // Closing drops our liveness lock and wakes the waiters (IN_CLOSE_WRITE).
     ::close(state->fd);
@@ -209,7 +210,14 @@ class FileBackend final : public Backend, public LockDriver {
       const auto sent = steady::now();
       const auto lease = item.request->lease;
       const std::int64_t expires = monotonic_ns() + std::chrono::nanoseconds(lease).count();
-      item.outcome = update_own_record(*item.request, *item.grant, [&](Record& r) { r.expires_ns = expires; });
+      item.outcome = update_own_record(*item.request, *item.grant, [&](Record& r) {
+        // A lease that ran out is not brought back, even if nobody took it
+        // (as on every other backend): the holder may have been told it lost.
+        if (r.expires_ns <= monotonic_ns())
+          return Status(errc::lock_lost, "lock '" + item.request->name + "': the lease ran out before renewal");
+        r.expires_ns = expires;
+        return Status{};
+      });
       if (item.outcome.ok()) item.grant->valid_until = sent + lease;
     }
   }
@@ -274,7 +282,8 @@ class FileBackend final : public Backend, public LockDriver {
   }
 
  private:
-  // Rewrites the record if it still names this grant; lock_lost otherwise.
+  // Rewrites the record if it still names this grant and `change` agrees;
+  // lock_lost otherwise.
   template <class Change>
   Status update_own_record(const LockRequest& request, Grant& grant, Change change) {
     auto* state = static_cast<FileGrant*>(grant.state.get());
@@ -285,7 +294,7 @@ class FileBackend final : public Backend, public LockDriver {
     if (!record) return record.status();
     if (record->holder_token != grant.token || !owner_is(*record, request.owner))
       return Status(errc::lock_lost, "lock '" + request.name + "': taken over by another holder (lease ran out)");
-    change(*record);
+    if (Status s = change(*record); !s) return s;
     return write_record(state->fd, *record, sync_);
   }
 
