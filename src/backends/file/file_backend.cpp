@@ -360,6 +360,11 @@ Result<std::unique_ptr<Backend>> open_file_backend(const Url& url, const ClientO
     }
   }
   std::string path = dir.size() > 1 && dir.back() == '/' ? dir.substr(0, dir.size() - 1) : dir;
+  // Refuse a network file system before creating anything there.
+  const std::string parent = path.substr(0, std::max<std::size_t>(path.rfind('/'), 1));
+  if (struct statfs pfs {}; ::statfs(parent.c_str(), &pfs) == 0 &&
+                            (pfs.f_type == NFS_SUPER_MAGIC || pfs.f_type == SMB_SUPER_MAGIC))
+    return invalid("'" + path + "' is on a network file system, where these locks are not reliable");
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
     if (errno == ENOENT) return invalid("the parent of '" + path + "' does not exist");
     return os_error("creating '" + path + "'");
