@@ -2,6 +2,7 @@
 
 #include <hiredis.h>
 
+#include <cstring>
 #include <string>
 
 namespace dlock::detail::redis {
@@ -53,6 +54,18 @@ Status to_status(const redisContext* context, const redisReply* reply, std::stri
     return Status(errc::internal, what + "the server is a Redis Cluster node (" + std::string(text) +
                                       "); redis:// speaks to one server only");
   return Status(errc::internal, what + std::string(text));
+}
+
+Status io_error(std::string_view step, int error) {
+  // The texts hiredis gives for the same failures.
+  return Status(errc::unavailable, "redis backend: " + std::string(step) + ": " +
+                                       (error == 0 ? std::string("Server closed the connection")
+                                                   : std::string(std::strerror(error))));
+}
+
+Status no_answer(std::string_view step) {
+  return Status(errc::unavailable,
+                "redis backend: " + std::string(step) + ": no answer within ClientOptions::op_timeout");
 }
 
 }  // namespace dlock::detail::redis

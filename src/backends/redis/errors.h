@@ -31,4 +31,10 @@ bool is_noscript(const redisReply* reply);
 Status to_status(const redisContext* context, const redisReply* reply, std::string_view step,
                  std::string_view key = {});
 
+// Our own socket I/O failed (unavailable; the connection is dead): `error`
+// is the errno of a failed send/recv/poll, 0 when the server closed it.
+Status io_error(std::string_view step, int error);
+// Nothing (or not all) came back before the call's deadline (unavailable).
+Status no_answer(std::string_view step);
+
 }  // namespace dlock::detail::redis

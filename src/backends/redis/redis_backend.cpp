@@ -13,7 +13,8 @@
 // Channel: <prefix>client:<client id>, one per Client, carries wake-ups.
 //
 // Round trips: an uncontended acquire is one EVALSHA, a release one; a
-// renewal batch is one pipeline on one connection. Re-entry is core's.
+// renewal batch is one pipeline. Re-entry is core's. Calls from concurrent
+// threads share the connections by pipelining (session.h: Pool).
 //
 // Fencing tokens: the acquire script issues
 //   token = max(last_token + 1, server TIME in microseconds)
@@ -130,18 +131,14 @@ class RedisBackend final : public Backend, public LockDriver {
         pool_(config_, &shas_),
         subscriber_(config_, channel_prefix_ + client_id_) {}
 
-  // Loads the scripts (one connection) and subscribes (the other); both
-  // within op_timeout, so a bad URL or password fails connect().
+  // Loads the scripts (a command connection) and subscribes (its own);
+  // both within op_timeout, so a bad URL or password fails connect().
   Status start() {
     const auto deadline = steady::now() + config_.op_timeout;
-    {
-      auto conn = pool_.take(deadline, "connecting");
-      if (!conn) return conn.status();
-      for (Script s : all_scripts) {
-        auto sha = (*conn)->load(s, deadline);
-        if (!sha) return sha.status();
-        shas_[static_cast<std::size_t>(s)] = *sha;
-      }
+    for (Script s : all_scripts) {
+      auto sha = pool_.load(s, deadline);
+      if (!sha) return sha.status();
+      shas_[static_cast<std::size_t>(s)] = *sha;
     }
     return subscriber_.start(deadline);
   }
@@ -159,10 +156,8 @@ class RedisBackend final : public Backend, public LockDriver {
 
   Status ping() override {
     const auto deadline = steady::now() + config_.op_timeout;
-    auto conn = pool_.take(deadline, "ping");
-    if (!conn) return conn.status();
     const std::string_view words[] = {"PING"};
-    auto reply = (*conn)->command(words, deadline, "ping");
+    auto reply = pool_.command(words, deadline, "ping");
     return reply ? Status{} : reply.status();
   }
 
@@ -177,9 +172,7 @@ class RedisBackend final : public Backend, public LockDriver {
     const std::string lease = ms(request.lease), ttl = ms(config_.waiter_ttl);
     const std::string_view args[] = {request.owner, lease, entry, ttl, request.fair ? "1" : "0"};
 
-    auto conn = pool_.take(deadline, step);
-    if (!conn) return conn.status();
-    auto reply = (*conn)->eval(Script::acquire, keys.all(), args, deadline, step, keys.lock);
+    auto reply = pool_.eval(Script::acquire, keys.all(), args, deadline, step, keys.lock);
     const redisReply* r = reply ? reply->get() : nullptr;
     const bool granted = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && integer(r->element[0]) == 1;
     // Busy: our entry is queued, and leaving must remove it. Granted: the
@@ -213,9 +206,7 @@ class RedisBackend final : public Backend, public LockDriver {
     const LockKeys keys = keys_of(request.name);
     const std::string token = std::to_string(grant.token), retention = ms(config_.token_retention);
     const std::string_view args[] = {request.owner, token, retention, channel_prefix_, request.name};
-    auto conn = pool_.take(deadline, step);
-    if (!conn) return conn.status();
-    auto reply = (*conn)->eval(Script::release, keys.all(), args, deadline, step, keys.lock);
+    auto reply = pool_.eval(Script::release, keys.all(), args, deadline, step, keys.lock);
     if (!reply) return reply.status();
     switch (integer(reply->get())) {
       case 1:
@@ -229,42 +220,38 @@ class RedisBackend final : public Backend, public LockDriver {
     }
   }
 
-  // All renewals of the batch pipelined on one connection: one round trip.
+  // All renewals of the batch in one pipeline: one round trip.
   void renew(std::span<Renewal> batch) override {
     if (batch.empty()) return;
     const auto sent = steady::now();
     const auto deadline = sent + config_.op_timeout;
     constexpr std::string_view step = "renewing leases";
-    auto conn = pool_.take(deadline, step);
-    if (!conn) {
-      for (auto& item : batch) item.outcome = conn.status();
-      return;
-    }
     std::vector<std::size_t> pending(batch.size());
     for (std::size_t i = 0; i < batch.size(); ++i) pending[i] = i;
     for (int attempt = 0; attempt < 2 && !pending.empty(); ++attempt) {
+      Batch commands;
       for (std::size_t i : pending) {
         const LockRequest& request = *batch[i].request;
         const std::string key = keys_of(request.name).lock;
         const std::string token = std::to_string(batch[i].grant->token), lease = ms(request.lease);
         const std::string_view keys[] = {key};
         const std::string_view args[] = {request.owner, token, lease};
-        (*conn)->append_eval(Script::renew, keys, args);
+        commands.add_eval(pool_.sha(Script::renew), keys, args);
       }
+      Replies replies = pool_.run(commands, deadline, step);
       std::vector<std::size_t> noscript;
       for (std::size_t n = 0; n < pending.size(); ++n) {
         Renewal& item = batch[pending[n]];
-        auto reply = (*conn)->read(deadline, step);
-        if (!reply) {
+        if (n >= replies.replies.size()) {
           // The connection is gone: this and every later reply are unknown.
-          for (std::size_t m = n; m < pending.size(); ++m) batch[pending[m]].outcome = reply.status();
+          for (std::size_t m = n; m < pending.size(); ++m) batch[pending[m]].outcome = replies.failure;
           return;
         }
-        const redisReply* r = reply->get();
+        const redisReply* r = replies.replies[n].get();
         if (is_noscript(r) && attempt == 0) {
           noscript.push_back(pending[n]);
         } else if (r->type == REDIS_REPLY_ERROR) {
-          item.outcome = to_status((*conn)->context(), r, step, keys_of(item.request->name).lock);
+          item.outcome = to_status(nullptr, r, step, keys_of(item.request->name).lock);
         } else if (integer(r) == 1) {
           item.grant->valid_until = sent + item.request->lease;
           item.outcome = {};
@@ -278,7 +265,7 @@ class RedisBackend final : public Backend, public LockDriver {
       }
       // The server forgot the scripts (restart): load once, redo those.
       if (!noscript.empty()) {
-        if (auto loaded = (*conn)->load(Script::renew, deadline); !loaded) {
+        if (auto loaded = pool_.load(Script::renew, deadline); !loaded) {
           for (std::size_t i : noscript) batch[i].outcome = loaded.status();
           return;
         }
@@ -293,9 +280,7 @@ class RedisBackend final : public Backend, public LockDriver {
     const LockKeys keys = keys_of(name);
     const std::string retention = ms(config_.token_retention);
     const std::string_view args[] = {retention, channel_prefix_, name};
-    auto conn = pool_.take(deadline, step);
-    if (!conn) return conn.status();
-    auto reply = (*conn)->eval(Script::force_release, keys.all(), args, deadline, step, keys.lock);
+    auto reply = pool_.eval(Script::force_release, keys.all(), args, deadline, step, keys.lock);
     return reply ? Status{} : reply.status();
   }
 
@@ -305,14 +290,12 @@ class RedisBackend final : public Backend, public LockDriver {
     constexpr std::string_view step = "listing locks";
     constexpr std::string_view suffix = "}:lock";
     const std::string match = glob_escape(config_.prefix) + "{" + glob_escape(prefix) + "*" + std::string(suffix);
-    auto conn = pool_.take(steady::now() + config_.op_timeout, step);
-    if (!conn) return conn.status();
     std::map<std::string, LockInfo> found;  // SCAN may repeat a key
     std::string cursor = "0";
     do {
       auto deadline = steady::now() + config_.op_timeout;
       const std::string_view scan[] = {"SCAN", cursor, "MATCH", match, "COUNT", "1000"};
-      auto page = (*conn)->command(scan, deadline, step);
+      auto page = pool_.command(scan, deadline, step);
       if (!page) return page.status();
       const redisReply* r = page->get();
       if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
@@ -324,21 +307,20 @@ class RedisBackend final : public Backend, public LockDriver {
         const redisReply* k = r->element[1]->element[i];
         if (k->type == REDIS_REPLY_STRING) keys.emplace_back(k->str, k->len);
       }
+      Batch lookups;
       for (const auto& key : keys) {
-        const std::string_view hmget[] = {"HMGET", key, "owner", "token"};
-        const std::string_view pttl[] = {"PTTL", key};
-        (*conn)->append(hmget);
-        (*conn)->append(pttl);
+        lookups.add({"HMGET", key, "owner", "token"});
+        lookups.add({"PTTL", key});
       }
-      Status failed;  // an error reply: read the pipeline to its end first
-      for (const auto& key : keys) {
-        auto fields = (*conn)->read(deadline, step);
-        if (!fields) return fields.status();
-        auto left = (*conn)->read(deadline, step);
-        if (!left) return left.status();
-        const redisReply* f = fields->get();
+      Replies replies = pool_.run(lookups, deadline, step);
+      if (!replies.failure.ok()) return replies.failure;
+      Status failed;  // an error reply: the first one
+      for (std::size_t n = 0; n < keys.size(); ++n) {
+        const std::string& key = keys[n];
+        const redisReply* f = replies.replies[2 * n].get();
+        const redisReply* left = replies.replies[2 * n + 1].get();
         if (f->type == REDIS_REPLY_ERROR) {
-          if (failed.ok()) failed = to_status((*conn)->context(), f, step, key);
+          if (failed.ok()) failed = to_status(nullptr, f, step, key);
           continue;
         }
         if (!failed.ok()) continue;
@@ -351,7 +333,7 @@ class RedisBackend final : public Backend, public LockDriver {
         if (!info.name.starts_with(prefix)) continue;
         info.holder = "owner " + short_owner(std::string_view(f->element[0]->str, f->element[0]->len));
         info.token = unsigned_number(f->element[1]).value_or(0);
-        if (auto pttl_ms = integer(left->get()); pttl_ms >= 0) info.remaining = milliseconds(pttl_ms);
+        if (auto pttl_ms = integer(left); pttl_ms >= 0) info.remaining = milliseconds(pttl_ms);
         found[info.name] = std::move(info);
       }
       if (!failed.ok()) return failed;
@@ -373,9 +355,7 @@ class RedisBackend final : public Backend, public LockDriver {
       const LockKeys keys = keys_of(slot->name);
       const std::string entry = entry_of(slot->owner);
       const std::string_view args[] = {entry, channel_prefix_, slot->name};
-      auto conn = pool_.take(deadline, step);
-      if (!conn) return;
-      (void)(*conn)->eval(Script::leave, keys.all(), args, deadline, step, keys.lock);
+      (void)pool_.eval(Script::leave, keys.all(), args, deadline, step, keys.lock);
     } catch (...) {
     }
   }

@@ -2,6 +2,7 @@
 
 #include "backends/redis/errors.h"
 
+#include <fcntl.h>
 #include <hiredis.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -9,6 +10,9 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
 
 namespace dlock::detail::redis {
 namespace {
@@ -23,42 +27,62 @@ timeval to_timeval(steady::duration d) {
   return timeval{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
 }
 
-// argv/argvlen for hiredis: every word binary-safe.
-struct Argv {
-  std::vector<const char*> words;
-  std::vector<std::size_t> lengths;
-  void add(std::string_view w) {
-    words.push_back(w.data());
-    lengths.push_back(w.size());
-  }
-  int count() const { return static_cast<int>(words.size()); }
-};
-
-Argv eval_argv(const std::string& sha, const std::string& nkeys, std::span<const std::string_view> keys,
-               std::span<const std::string_view> args) {
-  Argv a;
-  a.words.reserve(3 + keys.size() + args.size());
-  a.lengths.reserve(3 + keys.size() + args.size());
-  a.add("EVALSHA");
-  a.add(sha);
-  a.add(nkeys);
-  for (auto k : keys) a.add(k);
-  for (auto v : args) a.add(v);
-  return a;
+Status no_time_left(std::string_view step) {
+  return Status(errc::unavailable,
+                "redis backend: " + std::string(step) + ": no time left within ClientOptions::op_timeout");
 }
 
 }  // namespace
 
 void FreeReply::operator()(redisReply* reply) const { freeReplyObject(reply); }
 
-Connection::Connection(const Config& config, const ScriptShas* shas, std::atomic<std::uint64_t>* generation)
-    : config_(config), shas_(shas), generation_(generation) {}
+// --- Batch: the Redis protocol, every word binary-safe ------------------------
+
+void Batch::header(char kind, std::size_t n) {
+  char digits[24];
+  auto [end, ec] = std::to_chars(digits, digits + sizeof digits, n);
+  bytes_.push_back(kind);
+  bytes_.append(digits, end);
+  bytes_.append("\r\n");
+}
+
+void Batch::word(std::string_view w) {
+  header('$', w.size());
+  bytes_.append(w);
+  bytes_.append("\r\n");
+}
+
+void Batch::add(std::span<const std::string_view> words) {
+  header('*', words.size());
+  for (auto w : words) word(w);
+  ++count_;
+}
+
+void Batch::add_eval(std::string_view sha, std::span<const std::string_view> keys,
+                     std::span<const std::string_view> args) {
+  char digits[24];
+  auto [end, ec] = std::to_chars(digits, digits + sizeof digits, keys.size());
+  header('*', 3 + keys.size() + args.size());
+  word("EVALSHA");
+  word(sha);
+  word(std::string_view(digits, static_cast<std::size_t>(end - digits)));
+  for (auto k : keys) word(k);
+  for (auto a : args) word(a);
+  ++count_;
+}
+
+// --- Connection ---------------------------------------------------------------
+
+Connection::Connection(const Config& config, std::atomic<std::uint64_t>* generation)
+    : config_(config), generation_(generation) {}
 
 Connection::~Connection() { drop(); }
 
 void Connection::drop() noexcept {
   if (context_) redisFree(context_);
   context_ = nullptr;
+  out_.clear();
+  out_done_ = 0;
 }
 
 Status Connection::connect_failure(Status why) {
@@ -85,6 +109,10 @@ Status Connection::connect(steady::time_point deadline) {
                                  : redisConnectWithTimeout(config_.host.c_str(), config_.port, tv);
   if (!context_) return connect_failure(Status(errc::unavailable, "redis backend: " + where + ": out of memory"));
   if (context_->err) return connect_failure(to_status(context_, nullptr, where));
+  // hiredis 0.14 opens its socket without close-on-exec: a program this
+  // process starts (dlock run's command) must not inherit an authenticated
+  // connection.
+  (void)::fcntl(context_->fd, F_SETFD, FD_CLOEXEC);
   if (!config_.unix_socket) {
     // Keepalive finds a dead peer on an idle connection; TCP_USER_TIMEOUT
     // bounds how long sent data may stay unacknowledged before the kernel
@@ -117,35 +145,323 @@ bool Connection::readable_while_idle() const noexcept {
   return ::poll(&p, 1, 0) != 0;
 }
 
-Status Connection::io_failure(std::string_view step) {
-  Status s = to_status(context_, nullptr, step);
+Status Connection::fail(Status why) {
   drop();
   if (generation_) generation_->fetch_add(1);
-  return s;
+  return why;
 }
 
-Status Connection::set_deadline(steady::time_point deadline, std::string_view step) {
-  const auto left = deadline - steady::now();
-  if (left <= steady::duration::zero())
-    return Status(errc::unavailable,
-                  "redis backend: " + std::string(step) + ": no time left within ClientOptions::op_timeout");
-  if (redisSetTimeout(context_, to_timeval(left)) != REDIS_OK) return io_failure(step);
+Status Connection::write_some(std::string_view step) {
+  if (!context_) return Status(errc::unavailable, "redis backend: " + std::string(step) + ": not connected");
+  while (out_done_ < out_.size()) {
+    // MSG_NOSIGNAL: a server that closed the connection is an error, not SIGPIPE.
+    const ssize_t n =
+        ::send(context_->fd, out_.data() + out_done_, out_.size() - out_done_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      out_done_ += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return {};  // the rest when the socket takes it (wait())
+    } else {
+      return fail(io_error(step, n < 0 ? errno : EPIPE));
+    }
+  }
+  out_.clear();
+  out_done_ = 0;
+  return {};
+}
+
+Status Connection::read_some(std::string_view step) {
+  char buf[16 * 1024];
+  for (;;) {
+    const ssize_t n = ::recv(context_->fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      if (redisReaderFeed(context_->reader, buf, static_cast<std::size_t>(n)) != REDIS_OK)
+        return fail(io_error(step, ENOMEM));
+      if (static_cast<std::size_t>(n) < sizeof buf) return {};
+    } else if (n == 0) {
+      return fail(io_error(step, 0));
+    } else if (errno == EINTR) {
+      continue;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return {};
+    } else {
+      return fail(io_error(step, errno));
+    }
+  }
+}
+
+Result<Reply> Connection::next_reply(std::string_view step) {
+  if (!context_) return Status(errc::unavailable, "redis backend: " + std::string(step) + ": not connected");
+  void* raw = nullptr;
+  if (redisGetReplyFromReader(context_, &raw) != REDIS_OK) return fail(to_status(context_, nullptr, step));
+  return Reply(static_cast<redisReply*>(raw));
+}
+
+Status Connection::wait(steady::time_point deadline, std::string_view step) {
+  if (!context_) return Status(errc::unavailable, "redis backend: " + std::string(step) + ": not connected");
+  const auto left = std::max(deadline - steady::now(), steady::duration::zero());
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+  const timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  pollfd p{context_->fd, static_cast<short>(POLLIN | (output_pending() ? POLLOUT : 0)), 0};
+  const int n = ::ppoll(&p, 1, &ts, nullptr);
+  if (n < 0) return errno == EINTR ? Status{} : fail(io_error(step, errno));
+  if (n == 0) return fail(no_answer(step));
+  if (p.revents & POLLOUT)
+    if (Status s = write_some(step); !s) return s;
+  if (p.revents & (POLLIN | POLLERR | POLLHUP)) return read_some(step);
+  if (p.revents & POLLNVAL) return fail(io_error(step, EBADF));
   return {};
 }
 
 Result<Reply> Connection::command(std::span<const std::string_view> words, steady::time_point deadline,
                                   std::string_view step, std::string_view key) {
   if (!context_) return Status(errc::unavailable, "redis backend: " + std::string(step) + ": not connected");
-  if (Status s = set_deadline(deadline, step); !s) return s;
-  Argv a;
-  for (auto w : words) a.add(w);
-  Reply reply(static_cast<redisReply*>(redisCommandArgv(context_, a.count(), a.words.data(), a.lengths.data())));
-  if (!reply) return io_failure(step);
-  if (reply->type == REDIS_REPLY_ERROR) return to_status(context_, reply.get(), step, key);
-  return reply;
+  if (deadline <= steady::now()) return no_time_left(step);
+  Batch batch;
+  batch.add(words);
+  append(batch.bytes());
+  if (Status s = write_some(step); !s) return s;
+  for (;;) {
+    auto reply = next_reply(step);
+    if (!reply) return reply.status();
+    if (*reply) {
+      if ((*reply)->type == REDIS_REPLY_ERROR) return to_status(context_, reply->get(), step, key);
+      return std::move(*reply);
+    }
+    if (Status s = wait(deadline, step); !s) return s;
+  }
 }
 
-Result<std::string> Connection::load(Script script, steady::time_point deadline) {
+// --- Pool ---------------------------------------------------------------------
+
+struct Pool::Request {
+  Request(Batch b, steady::time_point d) : batch(std::move(b)), deadline(d) {}
+  enum class State { queued, sent, done };
+
+  const Batch batch;
+  const steady::time_point deadline;
+  Replies result;                  // the leader's until state is done
+  State state = State::queued;     // Channel::mu
+  bool lead = false;               // Channel::mu: its thread is to lead now
+  bool abandoned = false;          // Channel::mu: its thread left (out of time)
+  std::condition_variable cv;      // with Channel::mu
+};
+
+struct Pool::Channel {
+  Channel(const Config& config, std::atomic<std::uint64_t>* generation) : conn(config, generation) {}
+
+  // The leader's (handed from leader to leader under mu).
+  Connection conn;
+  std::deque<std::shared_ptr<Request>> sent;  // in conn's output or written, unanswered; oldest first
+
+  std::mutex mu;
+  bool busy = false;                           // mu: a thread leads; if not, queue is empty
+  std::deque<std::shared_ptr<Request>> queue;  // mu: not yet in conn's output
+  std::atomic<int> calls{0};                   // calls under way on it (pick()'s hint)
+};
+
+Pool::Pool(const Config& config, const ScriptShas* shas) : shas_(shas) {
+  for (int i = 0; i < config.connections; ++i)
+    channels_.push_back(std::make_unique<Channel>(config, &generation_));
+}
+
+Pool::~Pool() = default;
+
+Pool::Channel& Pool::pick() noexcept {
+  // An idle connection if there is one (a lone thread always gets the
+  // first: one warm connection), else the one with the fewest calls.
+  Channel* best = channels_.front().get();
+  int fewest = INT_MAX;
+  for (auto& ch : channels_) {
+    const int calls = ch->calls.load(std::memory_order_relaxed);
+    if (calls == 0) return *ch;
+    if (calls < fewest) {
+      fewest = calls;
+      best = ch.get();
+    }
+  }
+  return *best;
+}
+
+Replies Pool::run(const Batch& batch, steady::time_point deadline, std::string_view step) {
+  if (batch.empty()) return {};
+  auto me = std::make_shared<Request>(batch, deadline);
+  Channel& ch = pick();
+  ch.calls.fetch_add(1, std::memory_order_relaxed);
+  struct Leave {
+    std::atomic<int>& calls;
+    ~Leave() { calls.fetch_sub(1, std::memory_order_relaxed); }
+  } leave{ch.calls};
+
+  std::unique_lock lk(ch.mu);
+  ch.queue.push_back(me);
+  if (ch.busy) {
+    // A follower: the leader answers us, or passes us the lead.
+    const bool woken = me->cv.wait_until(lk, deadline, [&] { return me->state == Request::State::done || me->lead; });
+    if (me->state == Request::State::done) return std::move(me->result);
+    if (!woken) {
+      if (me->state == Request::State::queued) {
+        ch.queue.erase(std::find(ch.queue.begin(), ch.queue.end(), me));
+        return {{}, no_time_left(step)};
+      }
+      me->abandoned = true;  // written: the leader reads its replies and drops them
+      return {{}, no_answer(step)};
+    }
+  } else {
+    ch.busy = true;
+  }
+  lead(ch, lk, *me, step);
+  return std::move(me->result);
+}
+
+// Called with lk held and the lead; returns with lk held, me done and the
+// lead passed on (or busy cleared).
+void Pool::lead(Channel& ch, std::unique_lock<std::mutex>& lk, Request& me, std::string_view step) {
+  using State = Request::State;
+  Connection& conn = ch.conn;
+  std::vector<std::shared_ptr<Request>> fresh, finished, give_back;
+
+  // The connection is gone: every written batch fails.
+  auto fail_sent = [&](const Status& why) {
+    for (auto& r : ch.sent) {
+      r->result.failure = why;
+      finished.push_back(std::move(r));
+    }
+    ch.sent.clear();
+  };
+  // Hands the replies received so far to their batches (no I/O).
+  auto take_replies = [&] {
+    while (!ch.sent.empty()) {
+      auto reply = conn.next_reply(step);
+      if (!reply) return fail_sent(reply.status());
+      if (!*reply) return;
+      Request& r = *ch.sent.front();
+      r.result.replies.push_back(std::move(*reply));
+      if (r.result.replies.size() == r.batch.size()) {
+        finished.push_back(std::move(ch.sent.front()));
+        ch.sent.pop_front();
+      }
+    }
+  };
+  auto finish = [&] {  // lk held
+    for (auto& r : finished) r->state = State::done;
+  };
+  auto notify = [&] {  // lk not held; the shared_ptrs keep the waiters' cvs alive
+    for (auto& r : finished)
+      if (r.get() != &me) r->cv.notify_one();
+    finished.clear();
+  };
+
+  me.lead = false;
+  bool flushed = false;
+  for (;;) {
+    // lk held. Once our own replies are in, write once more what queued
+    // meanwhile (if the connection is ready: no connecting on others'
+    // behalf past our deadline), then pass the lead on.
+    const bool flushing = me.state == State::done;
+    if (flushing) {
+      if (flushed || ch.queue.empty() || !conn.connected() || conn.stale()) break;
+      flushed = true;
+    }
+    fresh.assign(ch.queue.begin(), ch.queue.end());
+    ch.queue.clear();
+    for (auto& r : fresh) r->state = State::sent;
+    lk.unlock();
+
+    take_replies();
+    auto now = steady::now();
+    // The oldest written batch is past its deadline (its thread left): if
+    // its replies are not here now, the connection is dead.
+    if (!ch.sent.empty() && ch.sent.front()->deadline <= now) {
+      if (Status s = conn.wait(now, step); !s) fail_sent(s);
+      take_replies();
+      if (!ch.sent.empty() && ch.sent.front()->deadline <= now) fail_sent(conn.fail(no_answer(step)));
+    }
+    // Batches queued past their deadline are not sent.
+    std::erase_if(fresh, [&](std::shared_ptr<Request>& r) {
+      if (r->deadline > now) return false;
+      r->result.failure = no_time_left(step);
+      finished.push_back(std::move(r));
+      return true;
+    });
+    if (!fresh.empty()) {
+      // Made before a failure another call saw, or closed by the server.
+      if (!flushing && ch.sent.empty() && !conn.output_pending() && (conn.stale() || conn.readable_while_idle()))
+        conn.drop();
+      const bool mine_fresh = std::any_of(fresh.begin(), fresh.end(), [&](const auto& r) { return r.get() == &me; });
+      if (!conn.connected() && !mine_fresh) {
+        // Connecting is up to a thread with its own batch to send and its
+        // own time: the first of these (we would overrun our deadline).
+        give_back = std::move(fresh);
+      } else {
+        Status ready = conn.connected() ? Status{} : conn.connect(me.deadline);
+        if (!ready) {
+          for (auto& r : fresh) {
+            r->result.failure = ready;
+            finished.push_back(std::move(r));
+          }
+        } else {
+          for (auto& r : fresh) {
+            conn.append(r->batch.bytes());
+            ch.sent.push_back(std::move(r));
+          }
+          if (Status s = conn.write_some(step); !s) fail_sent(s);
+        }
+      }
+      fresh.clear();
+    }
+    // Wait for our replies (and those before them).
+    const bool answered =
+        flushing || std::any_of(finished.begin(), finished.end(), [&](const auto& r) { return r.get() == &me; });
+    if (!answered && !ch.sent.empty()) {
+      const auto until = std::min(ch.sent.front()->deadline, me.deadline);
+      if (Status s = conn.wait(until, step); !s) fail_sent(s);
+      take_replies();
+    }
+    lk.lock();
+    for (auto r = give_back.rbegin(); r != give_back.rend(); ++r)
+      if (!(*r)->abandoned) {  // (an abandoned one's thread left: drop it)
+        (*r)->state = State::queued;
+        ch.queue.push_front(std::move(*r));
+      }
+    give_back.clear();
+    finish();
+    if (me.state == State::done) continue;  // flush, then pass the lead on
+    lk.unlock();
+    notify();
+    lk.lock();
+  }
+  // lk held, me done: the lead goes to the oldest unanswered batch's thread
+  // (it waits for its replies), else to the first queued one (it writes).
+  std::shared_ptr<Request> next;
+  for (auto& r : ch.sent)
+    if (!r->abandoned) {
+      next = r;
+      break;
+    }
+  if (!next && !ch.queue.empty()) next = ch.queue.front();
+  if (next) next->lead = true;
+  else ch.busy = false;
+  lk.unlock();
+  notify();
+  if (next) next->cv.notify_one();
+  lk.lock();
+}
+
+Result<Reply> Pool::command(std::span<const std::string_view> words, steady::time_point deadline,
+                            std::string_view step, std::string_view key) {
+  Batch batch;
+  batch.add(words);
+  Replies out = run(batch, deadline, step);
+  if (!out.failure.ok()) return out.failure;
+  Reply& reply = out.replies.front();
+  if (reply->type == REDIS_REPLY_ERROR) return to_status(nullptr, reply.get(), step, key);
+  return std::move(reply);
+}
+
+Result<std::string> Pool::load(Script script, steady::time_point deadline) {
   const std::string& text = script_text(script);
   const std::string_view words[] = {"SCRIPT", "LOAD", text};
   auto reply = command(words, deadline, "loading the " + std::string(script_name(script)) + " script");
@@ -155,81 +471,22 @@ Result<std::string> Connection::load(Script script, steady::time_point deadline)
   return std::string((*reply)->str, (*reply)->len);
 }
 
-Result<Reply> Connection::eval(Script script, std::span<const std::string_view> keys,
-                               std::span<const std::string_view> args, steady::time_point deadline,
-                               std::string_view step, std::string_view key) {
-  const std::string& sha = (*shas_)[static_cast<std::size_t>(script)];
-  const std::string nkeys = std::to_string(keys.size());
-  Argv a = eval_argv(sha, nkeys, keys, args);
+Result<Reply> Pool::eval(Script script, std::span<const std::string_view> keys, std::span<const std::string_view> args,
+                         steady::time_point deadline, std::string_view step, std::string_view key) {
+  Batch batch;
+  batch.add_eval(sha(script), keys, args);
   for (int attempt = 0;; ++attempt) {
-    if (!context_) return Status(errc::unavailable, "redis backend: " + std::string(step) + ": not connected");
-    if (Status s = set_deadline(deadline, step); !s) return s;
-    Reply reply(static_cast<redisReply*>(redisCommandArgv(context_, a.count(), a.words.data(), a.lengths.data())));
-    if (!reply) return io_failure(step);
+    Replies out = run(batch, deadline, step);
+    if (!out.failure.ok()) return out.failure;
+    Reply& reply = out.replies.front();
     // The server lost its script cache (restart, SCRIPT FLUSH): load, retry once.
     if (is_noscript(reply.get()) && attempt == 0) {
       if (auto loaded = load(script, deadline); !loaded) return loaded.status();
       continue;
     }
-    if (reply->type == REDIS_REPLY_ERROR) return to_status(context_, reply.get(), step, key);
-    return reply;
+    if (reply->type == REDIS_REPLY_ERROR) return to_status(nullptr, reply.get(), step, key);
+    return std::move(reply);
   }
-}
-
-void Connection::append(std::span<const std::string_view> words) {
-  Argv a;
-  for (auto w : words) a.add(w);
-  (void)redisAppendCommandArgv(context_, a.count(), a.words.data(), a.lengths.data());
-}
-
-void Connection::append_eval(Script script, std::span<const std::string_view> keys,
-                             std::span<const std::string_view> args) {
-  const std::string nkeys = std::to_string(keys.size());
-  Argv a = eval_argv((*shas_)[static_cast<std::size_t>(script)], nkeys, keys, args);
-  (void)redisAppendCommandArgv(context_, a.count(), a.words.data(), a.lengths.data());
-}
-
-Result<Reply> Connection::read(steady::time_point deadline, std::string_view step) {
-  if (!context_) return Status(errc::unavailable, "redis backend: " + std::string(step) + ": not connected");
-  if (Status s = set_deadline(deadline, step); !s) return s;
-  void* raw = nullptr;
-  if (redisGetReply(context_, &raw) != REDIS_OK || !raw) return io_failure(step);
-  return Reply(static_cast<redisReply*>(raw));
-}
-
-Pool::Pool(const Config& config, const ScriptShas* shas) : config_(config) {
-  for (int i = 0; i < config.connections; ++i) {
-    all_.push_back(std::make_unique<Connection>(config, shas, &generation_));
-    free_.push_back(all_.back().get());
-  }
-}
-
-Result<Pool::Lease> Pool::take(steady::time_point deadline, std::string_view step) {
-  Connection* c = nullptr;
-  {
-    std::unique_lock lk(mu_);
-    if (!freed_.wait_until(lk, deadline, [&] { return !free_.empty(); }))
-      return Status(errc::unavailable, "redis backend: " + std::string(step) + ": all " +
-                                           std::to_string(all_.size()) +
-                                           " connections stayed busy for longer than ClientOptions::op_timeout "
-                                           "(raise the connections= option)");
-    c = free_.back();
-    free_.pop_back();
-  }
-  Lease lease(this, c);
-  // Made before a failure another call saw, or closed by the server.
-  if (c->stale() || c->readable_while_idle()) c->drop();
-  if (!c->connected())
-    if (Status s = c->connect(deadline); !s) return s;
-  return lease;
-}
-
-void Pool::give_back(Connection* c) {
-  {
-    std::lock_guard lk(mu_);
-    free_.push_back(c);
-  }
-  freed_.notify_one();
 }
 
 }  // namespace dlock::detail::redis

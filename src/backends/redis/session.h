@@ -1,13 +1,18 @@
 // session.h — connections to one Redis server: one hiredis context each,
 // and the small pool of them that all threads of a client share.
 //
-// Every call has a deadline (ClientOptions::op_timeout from its start); the
-// socket's send/receive timeouts are set to what is left of it before each
-// round trip, TCP keepalive and TCP_USER_TIMEOUT are on, so a black-holed
-// server costs a call op_timeout, never the kernel's retransmission time.
-// A connection that failed (I/O error, timeout, EOF) is dropped and the
-// next call on it reconnects; a failed connect backs off (50 ms doubling to
-// 1 s) so an outage fails calls fast instead of hammering the server.
+// Every call has a deadline (ClientOptions::op_timeout from its start).
+// Commands never block on the socket: writes are non-blocking sends, reads
+// wait in ppoll() until the deadline (connecting is bounded by it too), so a black-holed server costs a call
+// op_timeout, never the kernel's retransmission time (TCP keepalive and
+// TCP_USER_TIMEOUT are on as well). A connection that failed (I/O error,
+// EOF, timeout) is dropped and the next call on it reconnects; a failed
+// connect backs off (50 ms doubling to 1 s) so an outage fails calls fast
+// instead of hammering the server.
+//
+// Command connections are shared by pipelining (see Pool): the commands of
+// concurrent calls are written together and their replies handed back in
+// order, without any thread of the pool's own.
 #pragma once
 
 #include "backends/redis/options.h"
@@ -17,6 +22,9 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -39,14 +47,43 @@ using Reply = std::unique_ptr<redisReply, FreeReply>;
 // opens, read-only afterwards.
 using ScriptShas = std::array<std::string, script_count>;
 
-// One hiredis context. Not thread-safe: one user at a time (the pool's lease
-// or the subscriber's thread).
+// Commands in the Redis protocol, written together and answered in order.
+class Batch {
+ public:
+  void add(std::span<const std::string_view> words);
+  void add(std::initializer_list<std::string_view> words) { add(std::span(words.begin(), words.size())); }
+  // EVALSHA sha <number of keys> keys... args...
+  void add_eval(std::string_view sha, std::span<const std::string_view> keys, std::span<const std::string_view> args);
+  std::size_t size() const noexcept { return count_; }
+  bool empty() const noexcept { return count_ == 0; }
+  const std::string& bytes() const noexcept { return bytes_; }
+
+ private:
+  void word(std::string_view w);
+  void header(char kind, std::size_t n);
+  std::string bytes_;
+  std::size_t count_ = 0;
+};
+
+// The replies to a batch, in order (error replies are replies). If
+// `failure` is not ok, the connection failed or nothing answered in time:
+// `replies` holds those that came before, and the other commands may or
+// may not have run.
+struct Replies {
+  std::vector<Reply> replies;
+  Status failure;
+};
+
+// One hiredis context: its socket and reply parser (the I/O of command()
+// and the pipelining calls is ours; the subscriber's loop uses hiredis's
+// on the same context). Not thread-safe: one user at a time (the pool's leader or the
+// subscriber's thread).
 class Connection {
  public:
   // `generation`: bumped (by any connection sharing it) when one fails, so
   // that connections made before the failure are dropped before their next
   // use instead of failing one call each after a server restart.
-  Connection(const Config& config, const ScriptShas* shas, std::atomic<std::uint64_t>* generation);
+  Connection(const Config& config, std::atomic<std::uint64_t>* generation);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -58,7 +95,7 @@ class Connection {
   // way it is unusable; checking (one poll, no wait) before a call spares
   // the call an error after every server restart.
   bool readable_while_idle() const noexcept;
-  // TCP or unix socket, timeouts, keepalive, AUTH, SELECT.
+  // TCP or unix socket, keepalive, AUTH, SELECT.
   Status connect(steady::time_point deadline);
   void drop() noexcept;
   redisContext* context() const noexcept { return context_; }
@@ -66,68 +103,80 @@ class Connection {
   // One round trip; an error reply becomes a Status (to_status).
   Result<Reply> command(std::span<const std::string_view> words, steady::time_point deadline, std::string_view step,
                         std::string_view key = {});
-  // EVALSHA; on NOSCRIPT loads the script and retries once.
-  Result<Reply> eval(Script script, std::span<const std::string_view> keys, std::span<const std::string_view> args,
-                     steady::time_point deadline, std::string_view step, std::string_view key = {});
-  // SCRIPT LOAD; the SHA1 the server gave.
-  Result<std::string> load(Script script, steady::time_point deadline);
 
-  // Pipelining: append commands, then read their replies in order (error
-  // replies are returned as replies, not as a Status).
-  void append(std::span<const std::string_view> words);
-  void append_eval(Script script, std::span<const std::string_view> keys, std::span<const std::string_view> args);
-  Result<Reply> read(steady::time_point deadline, std::string_view step);
+  // Pipelining, never blocking but in wait(): queue bytes for the server,
+  // write what the socket takes, take a reply already received (nullptr:
+  // none complete yet), wait until something can be read (or written, if
+  // output is pending) and do it. A failure drops the connection.
+  void append(std::string_view bytes) { out_.append(bytes); }
+  bool output_pending() const noexcept { return out_done_ < out_.size(); }
+  Status write_some(std::string_view step);
+  Result<Reply> next_reply(std::string_view step);
+  Status wait(steady::time_point deadline, std::string_view step);
+  // Gives up on the connection (drops it): `why`, for the caller to return.
+  Status fail(Status why);
 
  private:
-  Status set_deadline(steady::time_point deadline, std::string_view step);
-  // The Status of a failed round trip; drops the context (it is unusable).
-  Status io_failure(std::string_view step);
   Status connect_failure(Status why);
+  Status read_some(std::string_view step);
 
   const Config& config_;
-  const ScriptShas* shas_;
   std::atomic<std::uint64_t>* generation_;
   std::uint64_t made_in_ = 0;
   redisContext* context_ = nullptr;
+  std::string out_;            // written up to out_done_
+  std::size_t out_done_ = 0;
   steady::time_point retry_at_{};
   std::chrono::milliseconds backoff_{0};
   std::string last_error_;
 };
 
-// Command connections shared by all threads: take one, use it, give it back.
+// The command connections, shared by all threads of a client through
+// pipelining (leader/follower, no thread of its own):
+//
+// A call queues its batch on the least busy connection. If no thread is at
+// work on that connection, the caller becomes its leader: it writes every
+// queued batch (its own and those of the threads that queued meanwhile) in
+// one send, reads replies, hands each batch's replies to its thread and
+// wakes it. A leader leads until its own replies are in, then passes the
+// lead to the thread whose batch is the oldest still unanswered (or queued)
+// — so one thread never works for others beyond its own call. A lone caller
+// thus does exactly one write and one read per round trip, as with a
+// private connection.
+//
+// Deadlines: a call waits at most until its own deadline; one whose batch
+// was not written by then leaves the queue, one whose batch was written
+// leaves it unanswered (its replies are read and dropped later). A leader
+// waits for replies only until the deadline of the oldest unanswered batch:
+// if that passes in silence the connection is dead — it is dropped and every
+// batch written on it fails (unavailable) at once; queued batches go out on
+// a new connection made by the next leader.
 class Pool {
  public:
   Pool(const Config& config, const ScriptShas* shas);
+  ~Pool();
 
-  class Lease {
-   public:
-    Lease(Pool* pool, Connection* c) : pool_(pool), c_(c) {}
-    Lease(Lease&& o) noexcept : pool_(o.pool_), c_(std::exchange(o.c_, nullptr)) {}
-    Lease& operator=(Lease&&) = delete;
-    ~Lease() {
-      if (c_) pool_->give_back(c_);
-    }
-    Connection* operator->() const noexcept { return c_; }
-    Connection& operator*() const noexcept { return *c_; }
-
-   private:
-    Pool* pool_;
-    Connection* c_;
-  };
-
-  // A connected connection, or unavailable if none frees up (or connecting
-  // fails) before `deadline`.
-  Result<Lease> take(steady::time_point deadline, std::string_view step);
+  // The batch's replies (see Replies); never longer than `deadline`.
+  Replies run(const Batch& batch, steady::time_point deadline, std::string_view step);
+  // One command; an error reply becomes a Status (to_status).
+  Result<Reply> command(std::span<const std::string_view> words, steady::time_point deadline, std::string_view step,
+                        std::string_view key = {});
+  // EVALSHA; on NOSCRIPT loads the script and retries once.
+  Result<Reply> eval(Script script, std::span<const std::string_view> keys, std::span<const std::string_view> args,
+                     steady::time_point deadline, std::string_view step, std::string_view key = {});
+  // SCRIPT LOAD; the SHA1 the server gave.
+  Result<std::string> load(Script script, steady::time_point deadline);
+  const std::string& sha(Script script) const { return (*shas_)[static_cast<std::size_t>(script)]; }
 
  private:
-  void give_back(Connection* c);
+  struct Request;
+  struct Channel;
+  Channel& pick() noexcept;
+  void lead(Channel& ch, std::unique_lock<std::mutex>& lk, Request& me, std::string_view step);
 
-  const Config& config_;
+  const ScriptShas* shas_;
   std::atomic<std::uint64_t> generation_{0};
-  std::vector<std::unique_ptr<Connection>> all_;
-  std::mutex mu_;
-  std::condition_variable freed_;
-  std::vector<Connection*> free_;  // guarded by mu_; most recently used last
+  std::vector<std::unique_ptr<Channel>> channels_;
 };
 
 }  // namespace dlock::detail::redis

@@ -26,7 +26,7 @@ bool is_array_starting(const redisReply* r, std::string_view kind) {
 }  // namespace
 
 Subscriber::Subscriber(const Config& config, std::string channel)
-    : config_(config), channel_(std::move(channel)), connection_(config, nullptr, nullptr) {
+    : config_(config), channel_(std::move(channel)), connection_(config, nullptr) {
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
@@ -116,8 +116,15 @@ void Subscriber::dispatch(const redisReply* r) {
 }
 
 bool Subscriber::sleep_unless_stopped(milliseconds d) {
-  pollfd p{stop_fd_, POLLIN, 0};
-  return ::poll(&p, 1, static_cast<int>(d.count())) == 0;
+  const auto until = steady::now() + d;
+  for (;;) {
+    pollfd p{stop_fd_, POLLIN, 0};
+    const auto left = std::chrono::ceil<milliseconds>(until - steady::now());
+    const int n = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+    if (n == 0) return true;                       // slept the whole time
+    if (n < 0 && errno == EINTR) continue;         // a signal is no reason to stop
+    return false;                                  // stopped (or poll failed)
+  }
 }
 
 void Subscriber::run() {
