@@ -88,10 +88,17 @@ TEST_F(Cli, RunExitCodes) {
 }
 
 TEST_F(Cli, NoLockDescriptorLeaksIntoTheCommand) {
-  auto [status, out] = dlock(run_args("leak", {}, {"/bin/sh", "-c", "ls -l /proc/$$/fd"}));
-  EXPECT_EQ(status, 0);
-  EXPECT_EQ(out.find(".lock"), std::string::npos) << out;
-  EXPECT_EQ(out.find("inotify"), std::string::npos) << out;
+  std::vector<std::string> backends{url(), "sqlite://" + dir_.path() + "/leak.db"};
+#ifdef DLOCK_WITH_REDIS
+  backends.push_back(server_url("redis") + "/0?prefix=" + unique_prefix(dir_.path()));
+#endif
+  for (const auto& backend : backends) {
+    auto [status, out] = dlock({"run", "--backend", backend, "leak", "--", "/bin/sh", "-c", "ls -l /proc/$$/fd"});
+    EXPECT_EQ(status, 0) << backend;
+    // Only the shell's own stdin, stdout and stderr (and the fd ls reads).
+    for (const char* leak : {".lock", ".db", "inotify", "socket:", "eventfd", "anon_inode"})
+      EXPECT_EQ(out.find(leak), std::string::npos) << backend << " leaked " << leak << ":\n" << out;
+  }
 }
 
 TEST_F(Cli, ConcurrentRunsIncrementACounterExactly) {
