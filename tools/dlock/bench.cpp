@@ -42,6 +42,7 @@ struct BenchArgs {
   std::string work;   // empty: the workload's default
   int segments = 8;
   std::string stock_in;  // empty: default_stock_store(backend)
+  bool fair = false;
   bool json = false;
 };
 
@@ -61,6 +62,7 @@ struct LoopConfig {
   std::chrono::milliseconds seconds{3000};
   std::uint64_t max_ops = 0;
   std::chrono::nanoseconds work{0};
+  bool fair = false;  // MutexOptions::fair: waiters served in order
 };
 
 struct RawResult {
@@ -132,7 +134,8 @@ LoopResult run_lock_loop(const LoopConfig& config) {
           WorkerSlot& slot = group.slot(process, thread);
           auto mutex = client->mutex(config.key_per_thread ? config.key + ":key:" +
                                                                  std::to_string(process * group.threads() + thread)
-                                                           : config.key);
+                                                           : config.key,
+                                     {.fair = config.fair});
           StopReason why = StopReason::time_up;
           for (;;) {
             if (slot.ops >= config.max_ops) {
@@ -209,6 +212,7 @@ void print_loop(const std::string& workload, const LoopConfig& c, const LoopResu
                      .str("backend", c.backend)
                      .integer("processes", c.processes)
                      .integer("threads", c.threads)
+                     .boolean("fair", c.fair)
                      .num("seconds", r.seconds, 3)
                      .uinteger("ops", r.ops)
                      .num("ops_per_s", r.ops_per_s)
@@ -304,6 +308,7 @@ int bench(const BenchArgs& args) {
   c.seconds = seconds;
   c.max_ops = args.max_ops;
   c.work = work_arg(args.work.empty() ? "0" : args.work, "--work");
+  c.fair = args.fair;
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
@@ -346,6 +351,7 @@ void add_bench(CLI::App& app, int& status) {
   cmd->add_option("--stock-in", args->stock_in,
                   "flash-sale: where the stock lives: memory or redis (default: redis for redis:// backends)")
       ->check(CLI::IsMember(stock_store_kinds()));
+  cmd->add_flag("--fair", args->fair, "Lock with MutexOptions::fair (FIFO waiters; backends with a queue only)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->footer("Exit status: 0; 1 if mutual exclusion failed (lost updates or oversold); 70 if a worker failed.");
   cmd->callback([args, &status] { status = bench(*args); });
