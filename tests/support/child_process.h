@@ -1,4 +1,5 @@
 // child_process.h — a test's child process with line-based stdin/stdout pipes.
+// It gets SIGKILL if the test process dies (PR_SET_PDEATHSIG).
 #pragma once
 
 #include <sys/types.h>
