@@ -7,16 +7,15 @@
 // so they don't wake the other waiters.
 #include "backends/file/lock_file.h"
 #include "core/driver.h"
+#include "core/local_path.h"
 #include "core/owner_id.h"
 #include "core/url.h"
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <poll.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -346,8 +345,9 @@ Result<std::unique_ptr<Backend>> open_file_backend(const Url& url, const ClientO
   const std::string& dir = url.path;
   if (dir.empty() || dir.front() != '/') return invalid("needs an absolute directory, e.g. file:///var/lib/myapp/locks");
   if (dir == "/") return invalid("refusing to keep lock files in '/'");
-  if (dir.find("/../") != std::string::npos || dir.ends_with("/..") || dir.find("/./") != std::string::npos ||
-      dir.find("//") != std::string::npos)
+  // One trailing '/' is fine for a directory.
+  const std::string path = dir.back() == '/' ? dir.substr(0, dir.size() - 1) : dir;
+  if (!is_plain_absolute_path(path))
     return invalid("directory '" + dir + "' must be a plain path without '.', '..' or empty segments");
   bool sync = false;
   for (const auto& [key, value] : url.query) {
@@ -359,11 +359,8 @@ Result<std::unique_ptr<Backend>> open_file_backend(const Url& url, const ClientO
       return invalid("unknown option '" + key + "' (known: fsync)");
     }
   }
-  std::string path = dir.size() > 1 && dir.back() == '/' ? dir.substr(0, dir.size() - 1) : dir;
   // Refuse a network file system before creating anything there.
-  const std::string parent = path.substr(0, std::max<std::size_t>(path.rfind('/'), 1));
-  if (struct statfs pfs {}; ::statfs(parent.c_str(), &pfs) == 0 &&
-                            (pfs.f_type == NFS_SUPER_MAGIC || pfs.f_type == SMB_SUPER_MAGIC))
+  if (on_network_file_system(parent_dir(path)))
     return invalid("'" + path + "' is on a network file system, where these locks are not reliable");
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
     if (errno == ENOENT) return invalid("the parent of '" + path + "' does not exist");
@@ -375,8 +372,7 @@ Result<std::unique_ptr<Backend>> open_file_backend(const Url& url, const ClientO
     return os_error("opening '" + path + "'");
   }
   struct stat st {};
-  struct statfs fs {};
-  if (::fstat(fd, &st) != 0 || ::fstatfs(fd, &fs) != 0) {
+  if (::fstat(fd, &st) != 0) {
     Status s = os_error("inspecting '" + path + "'");
     ::close(fd);
     return s;
@@ -386,7 +382,7 @@ Result<std::unique_ptr<Backend>> open_file_backend(const Url& url, const ClientO
     problem = "'" + path + "' belongs to another user";
   else if (st.st_mode & (S_IWGRP | S_IWOTH))
     problem = "'" + path + "' is writable by group or others, who could replace lock files (chmod 0700)";
-  else if (fs.f_type == NFS_SUPER_MAGIC || fs.f_type == SMB_SUPER_MAGIC)
+  else if (on_network_file_system(path))  // the directory may itself be a mount point
     problem = "'" + path + "' is on a network file system, where these locks are not reliable";
   if (!problem.empty()) {
     ::close(fd);

@@ -34,14 +34,13 @@
 #include "backends/sqlite/errors.h"
 #include "backends/sqlite/statement.h"
 #include "core/driver.h"
+#include "core/local_path.h"
 #include "core/owner_id.h"
 #include "core/url.h"
 
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -466,29 +465,21 @@ Result<std::string> database_path(const Url& url) {
     return invalid("needs an absolute path to the database file, e.g. sqlite:///var/lib/myapp/locks.db");
   if (path.find('\0') != std::string::npos) return invalid("path contains a NUL byte");
   if (path.back() == '/') return invalid("path '" + path + "' names a directory; it must name the database file");
-  // Segment by segment: no '.', '..' or empty ones, so the path says plainly
-  // which file every process shares.
-  for (std::size_t start = 1; start <= path.size();) {
-    std::size_t end = std::min(path.find('/', start), path.size());
-    std::string_view segment(path.data() + start, end - start);
-    if (segment.empty() || segment == "." || segment == "..")
-      return invalid("path '" + path + "' must be a plain absolute path without '.', '..' or empty segments");
-    start = end + 1;
-  }
+  if (!is_plain_absolute_path(path))
+    return invalid("path '" + path + "' must be a plain absolute path without '.', '..' or empty segments");
   return path;
 }
 
 // The file system checks: read-only, so a refused URL still changes nothing.
 Status check_location(const std::string& path) {
-  const std::string parent = path.substr(0, std::max<std::size_t>(path.rfind('/'), 1));
+  const std::string parent = parent_dir(path);
   struct stat st {};
   if (::stat(parent.c_str(), &st) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) return invalid("the parent directory '" + parent + "' does not exist");
     return os_error("inspecting '" + parent + "'");
   }
   if (!S_ISDIR(st.st_mode)) return invalid("'" + parent + "' is not a directory");
-  struct statfs fs {};
-  if (::statfs(parent.c_str(), &fs) == 0 && (fs.f_type == NFS_SUPER_MAGIC || fs.f_type == SMB_SUPER_MAGIC))
+  if (on_network_file_system(parent))
     return invalid("'" + parent + "' is on a network file system, where SQLite's locking (and WAL) is not reliable");
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     return invalid("'" + path + "' exists and is not a regular file");
