@@ -77,8 +77,6 @@ class Client {
   const std::string& scheme() const noexcept;
 
   ClientStats stats() const noexcept;
-  // The same as stats().failed_releases.
-  std::uint64_t failed_releases() const noexcept;
 
  private:
   friend std::shared_ptr<Client> detail::make_client(std::shared_ptr<detail::ClientState>);

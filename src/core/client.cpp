@@ -26,7 +26,6 @@ Status Client::ping() { return state_->backend().ping(); }
 const std::string& Client::url() const noexcept { return state_->url(); }
 const std::string& Client::scheme() const noexcept { return state_->scheme(); }
 ClientStats Client::stats() const noexcept { return state_->stats(); }
-std::uint64_t Client::failed_releases() const noexcept { return state_->stats().failed_releases; }
 
 namespace detail {
 std::shared_ptr<Client> make_client(std::shared_ptr<ClientState> state) {

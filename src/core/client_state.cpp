@@ -68,8 +68,7 @@ Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& o
   hold->thread = key.second;
   hold->renew_every = renew_interval(options);
   hold->next_renewal = steady::now() + hold->renew_every;
-  hold->deadline = hold->grant.valid_until;
-  hold->valid_until.store(hold->deadline.time_since_epoch().count());
+  hold->set_lease_end(hold->grant.valid_until);
   hold->lost_counter = &leases_lost_;
   {
     std::lock_guard lk(mu_);

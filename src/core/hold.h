@@ -19,11 +19,10 @@ struct Hold {
   std::size_t count = 1;                // guarded by ClientState's table mutex
   std::chrono::milliseconds renew_every{};
   steady::time_point next_renewal{};    // guarded by the lease keeper's mutex
-  steady::time_point deadline{};        // copy of grant.valid_until for the keeper, guarded by its mutex
   bool released = false;                // guarded by mu: no renewal after this
   bool in_keeper = false;               // guarded by the lease keeper's mutex
   std::atomic<bool> lost{false};
-  // grant.valid_until, readable without mu.
+  // grant.valid_until, readable without mu (lease_end / set_lease_end).
   std::atomic<steady::rep> valid_until{steady::time_point::max().time_since_epoch().count()};
   std::atomic<std::uint64_t>* lost_counter = nullptr;  // the client's count of lost holds
   std::stop_source stop;
@@ -37,9 +36,9 @@ struct Hold {
     stop.request_stop();
   }
 
-  bool past_deadline() const noexcept {
-    return steady::now().time_since_epoch().count() >= valid_until.load();
-  }
+  steady::time_point lease_end() const noexcept { return steady::time_point(steady::duration(valid_until.load())); }
+  void set_lease_end(steady::time_point t) noexcept { valid_until.store(t.time_since_epoch().count()); }
+  bool past_deadline() const noexcept { return steady::now() >= lease_end(); }
 
   // Lost, or past its local deadline: a holder that was paused knows it the
   // moment it runs again, before the lease keeper has had a chance to run.

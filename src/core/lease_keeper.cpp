@@ -13,8 +13,8 @@ std::chrono::milliseconds retry_after_failure(const Hold& h) {
 
 // When the keeper must look at this hold next.
 steady::time_point due_at(const Hold& h) {
-  if (h.request.mode == LeaseMode::fixed) return h.deadline;
-  return std::min(h.next_renewal, h.deadline);
+  if (h.request.mode == LeaseMode::fixed) return h.lease_end();
+  return std::min(h.next_renewal, h.lease_end());
 }
 
 // Watchdog leases due within half an interval are renewed with the batch
@@ -118,12 +118,11 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       Hold& h = *batched[i];
       const Status& s = batch[i].outcome;
-      h.deadline = h.grant.valid_until;
-      h.valid_until.store(h.deadline.time_since_epoch().count());
+      h.set_lease_end(h.grant.valid_until);
       if (s.ok()) {
         ++counters_.renewals;
         h.next_renewal = after + h.renew_every;
-      } else if (s.code() == errc::lock_lost || s.code() == errc::not_owner || after >= h.deadline) {
+      } else if (s.code() == errc::lock_lost || s.code() == errc::not_owner || after >= h.lease_end()) {
         to_lose.push_back(&h);
       } else {
         h.next_renewal = after + retry_after_failure(h);

@@ -84,8 +84,7 @@ std::shared_ptr<Hold> make_hold(const std::string& name, std::chrono::millisecon
   h->grant.valid_until = now + lease;
   h->renew_every = renew_every;
   h->next_renewal = now + renew_every;
-  h->deadline = h->grant.valid_until;
-  h->valid_until.store(h->deadline.time_since_epoch().count());
+  h->set_lease_end(h->grant.valid_until);
   return h;
 }
 

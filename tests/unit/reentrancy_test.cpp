@@ -64,7 +64,7 @@ TEST_F(Reentrancy, LockTwiceNeedsTwoUnlocks) {
   EXPECT_EQ(m.hold_count(), 0u);
   EXPECT_FALSE(m.held_by_current_thread());
   EXPECT_TRUE(other_can_take("stock:1"));
-  EXPECT_EQ(client_->failed_releases(), 0u);
+  EXPECT_EQ(client_->stats().failed_releases, 0u);
   const auto stats = client_->stats();
   EXPECT_EQ(stats.acquisitions, 1u) << "re-entry counted as an acquisition";
   EXPECT_EQ(stats.releases, 1u) << "only the last unlock releases";
@@ -147,21 +147,21 @@ TEST_F(Reentrancy, UnlockCheckedByAThreadWithoutAHoldIsNotOwnerAndChangesNothing
 
 TEST_F(Reentrancy, UnlockByANonOwnerDoesNotThrowAndIsCounted) {
   auto m = client_->mutex("misuse");
-  EXPECT_EQ(client_->failed_releases(), 0u);
+  EXPECT_EQ(client_->stats().failed_releases, 0u);
   m.unlock();  // never held at all
-  EXPECT_EQ(client_->failed_releases(), 1u);
+  EXPECT_EQ(client_->stats().failed_releases, 1u);
   m.lock();
   on_other_thread([&] {
     m.unlock();
     return 0;
   });
-  EXPECT_EQ(client_->failed_releases(), 2u);
+  EXPECT_EQ(client_->stats().failed_releases, 2u);
   EXPECT_EQ(m.hold_count(), 1u);
   EXPECT_FALSE(other_can_take("misuse"));
   m.unlock();
   m.unlock();  // one too many
-  EXPECT_EQ(client_->failed_releases(), 3u);
-  EXPECT_EQ(other_->failed_releases(), 0u) << "counters are per client";
+  EXPECT_EQ(client_->stats().failed_releases, 3u);
+  EXPECT_EQ(other_->stats().failed_releases, 0u) << "counters are per client";
   EXPECT_EQ(m.unlock_checked().code(), errc::not_owner);
 }
 
@@ -294,7 +294,7 @@ TEST_F(Reentrancy, StandardLockAdaptorsWork) {
     std::lock(ua, ub);
     EXPECT_TRUE(ua.owns_lock() && ub.owns_lock());
   }
-  EXPECT_EQ(client_->failed_releases(), 0u);
+  EXPECT_EQ(client_->stats().failed_releases, 0u);
 }
 
 TEST_F(Reentrancy, ReleasedWhenTheClientGoesAway) {
@@ -331,7 +331,7 @@ TEST_F(Reentrancy, ForceUnlockMakesTheHolderLoseItsHold) {
   Status s = m.unlock_checked();
   EXPECT_EQ(s.code(), errc::lock_lost);
   EXPECT_EQ(m.hold_count(), 0u);
-  EXPECT_EQ(client_->failed_releases(), 1u);
+  EXPECT_EQ(client_->stats().failed_releases, 1u);
   EXPECT_EQ(client_->stats().leases_lost, 1u);
   EXPECT_TRUE(other_can_take("stuck"));
 }
@@ -420,7 +420,7 @@ TEST_F(Reentrancy, ThreadsOfOneClientExcludeEachOther) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(overlaps.load(), 0);
   EXPECT_EQ(total, 4 * 25 * 2);
-  EXPECT_EQ(client_->failed_releases(), 0u);
+  EXPECT_EQ(client_->stats().failed_releases, 0u);
   EXPECT_EQ(client_->stats().acquisitions, 100u);
 }
 

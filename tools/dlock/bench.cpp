@@ -167,8 +167,8 @@ LoopResult run_lock_loop(const LoopConfig& config) {
           }
           slot.stopped_by = static_cast<std::uint32_t>(why);
           slot.end_ns = steady_ns(steady::now());
-          if (client->failed_releases() != 0)
-            throw std::runtime_error("unlock failed " + std::to_string(client->failed_releases()) + " times");
+          if (client->stats().failed_releases != 0)
+            throw std::runtime_error("unlock failed " + std::to_string(client->stats().failed_releases) + " times");
         });
       },
       config.seconds);
