@@ -71,6 +71,11 @@ class Client {
   // benchmarks' reference for the physical limit.
   Status ping();
 
+  // For stores whose locks live as long as a session (zk://): the session
+  // timeout the ensemble agreed to — how long after its holder dies or is
+  // cut off a lock becomes free. nullopt on lease-based stores.
+  std::optional<std::chrono::milliseconds> session_timeout() const;
+
   // The URL this client was made from, with any password replaced by "***".
   const std::string& url() const noexcept;
   // The backend's scheme ("file", "sqlite", ...).

@@ -22,6 +22,12 @@ Result<std::optional<Grant>> acquire(LockDriver& driver, const LockRequest& requ
   Backoff backoff(std::chrono::milliseconds(1), options.max_backoff);
   std::unique_ptr<Waiter> waiter;
   bool subscribed = false;
+  if (driver.waits_in_queue() && deadline > steady::now()) {
+    // The place in the store's queue is taken by the first attempt and kept
+    // by the waiter: no attempt, release and re-queue per wait.
+    subscribed = true;
+    waiter = driver.watch(request);
+  }
   for (;;) {
     auto attempt = driver.try_acquire(request);
     if (!attempt) return attempt.status();

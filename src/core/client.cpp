@@ -23,6 +23,10 @@ std::vector<LockInfo> Client::list_locks(std::string_view prefix) {
 
 Status Client::ping() { return state_->backend().ping(); }
 
+std::optional<std::chrono::milliseconds> Client::session_timeout() const {
+  return state_->backend().session_timeout();
+}
+
 const std::string& Client::url() const noexcept { return state_->url(); }
 const std::string& Client::scheme() const noexcept { return state_->scheme(); }
 ClientStats Client::stats() const noexcept { return state_->stats(); }

@@ -70,6 +70,11 @@ Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& o
   hold->next_renewal = steady::now() + hold->renew_every;
   hold->set_lease_end(hold->grant.valid_until);
   hold->lost_counter = &leases_lost_;
+  if (hold->grant.dropped.stop_possible()) {
+    Hold* h = hold.get();
+    hold->on_dropped = std::make_unique<std::stop_callback<std::function<void()>>>(
+        hold->grant.dropped, std::function<void()>([h] { h->mark_lost(); }));
+  }
   {
     std::lock_guard lk(mu_);
     holds_.emplace(key, hold);

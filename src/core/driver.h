@@ -14,7 +14,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -46,6 +48,11 @@ struct Grant {
   // computed from the time the request was *sent* (not answered).
   steady::time_point valid_until = steady::time_point::max();
   std::unique_ptr<GrantState> state;
+  // Fires when the store drops the lock by itself before any renewal could
+  // tell (a ZooKeeper session expired or, by policy, was suspended); core
+  // then marks the hold lost at once. Stores that only expire leases leave
+  // it empty.
+  std::stop_token dropped;
 };
 
 // Someone else holds it.
@@ -87,6 +94,13 @@ class LockDriver {
   // nullptr if this backend has no notifications; core then polls with backoff.
   virtual std::unique_ptr<Waiter> watch(const LockRequest& request) = 0;
 
+  // true: a Waiter holds the caller's place in the store's own queue
+  // (ZooKeeper's sequential nodes), so core calls watch() before the first
+  // attempt whenever the caller may wait, and try_acquire() then keeps the
+  // place it took for as long as the Waiter lives. Without a Waiter,
+  // try_acquire() leaves no trace when it returns Busy.
+  virtual bool waits_in_queue() const { return false; }
+
   // Releases if (and only if) the store still has it for this owner and token.
   // lock_lost if it was not ours any more; the grant is consumed either way.
   virtual Status release(const LockRequest& request, Grant& grant) = 0;
@@ -113,6 +127,9 @@ class Backend {
   virtual LockDriver& locks() = 0;
   // One round trip with no lock logic (health check, benchmark reference).
   virtual Status ping() = 0;
+  // The session timeout the store agreed to, for stores whose locks live as
+  // long as a session (ZooKeeper); nullopt for lease-based stores.
+  virtual std::optional<std::chrono::milliseconds> session_timeout() const { return std::nullopt; }
 };
 
 }  // namespace dlock::detail

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <stop_token>
 #include <thread>
@@ -27,6 +29,9 @@ struct Hold {
   std::atomic<std::uint64_t>* lost_counter = nullptr;  // the client's count of lost holds
   std::stop_source stop;
   std::mutex mu;                        // serialises renewal against release
+  // Marks the hold lost when the store drops it (Grant::dropped). Declared
+  // last: destroyed first, so it never runs on a half-destroyed hold.
+  std::unique_ptr<std::stop_callback<std::function<void()>>> on_dropped;
 
   // Marks the lease gone, once: lost() turns true, stop_token() fires, the
   // client counts it.

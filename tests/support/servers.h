@@ -19,9 +19,10 @@ inline std::string server_url(const std::string& name) {
   return url;
 }
 
-// A key prefix of its own for each test, from its temp dir's unique name.
-inline std::string unique_prefix(const std::string& dir) {
-  return "t-" + dir.substr(dir.find_last_of('/') + 1) + ":";
-}
+// A name of its own for each test, from its temp dir's unique name.
+inline std::string unique_name(const std::string& dir) { return "t-" + dir.substr(dir.find_last_of('/') + 1); }
+
+// A key prefix of its own for each test.
+inline std::string unique_prefix(const std::string& dir) { return unique_name(dir) + ":"; }
 
 }  // namespace dlock::test
