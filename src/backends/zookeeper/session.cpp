@@ -1,0 +1,420 @@
+#include "backends/zookeeper/session.h"
+
+#include "backends/zookeeper/errors.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace dlock::detail::zookeeper {
+namespace {
+
+using std::chrono::milliseconds;
+
+// How often nodes still to delete are retried while the ensemble answers.
+constexpr milliseconds sweep_retry{1'000};
+
+// The C client logs connection errors to stderr by itself; a library must
+// not. DLOCK_ZK_LOG=1..4 turns its log back on for debugging.
+void quiet_client_log() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* level = std::getenv("DLOCK_ZK_LOG");
+    zoo_set_debug_level(static_cast<ZooLogLevel>(level ? std::atoi(level) : 0));
+  });
+}
+
+// Completion `data` is a heap-allocated CallPtr the completion takes back.
+CallPtr* adopt(const CallPtr& call) { return new CallPtr(call); }
+std::unique_ptr<CallPtr> take(const void* data) {
+  return std::unique_ptr<CallPtr>(static_cast<CallPtr*>(const_cast<void*>(data)));
+}
+
+void on_string_stat(int rc, const char* value, const Stat* stat, const void* data) {
+  (*take(data))->finish(rc, value, stat, nullptr);
+}
+void on_strings(int rc, const String_vector* strings, const void* data) {
+  (*take(data))->finish(rc, nullptr, nullptr, strings);
+}
+void on_void(int rc, const void* data) { (*take(data))->finish(rc, nullptr, nullptr, nullptr); }
+void on_stat(int rc, const Stat* stat, const void* data) { (*take(data))->finish(rc, nullptr, stat, nullptr); }
+void on_data(int rc, const char*, int, const Stat* stat, const void* data) {
+  (*take(data))->finish(rc, nullptr, stat, nullptr);
+}
+
+// Issues one asynchronous call; a call the client refuses outright (e.g.
+// ZINVALIDSTATE after expiry) never reaches a completion: finish it here.
+template <typename Issue>
+CallPtr issue(Issue&& how) {
+  auto call = std::make_shared<Call>();
+  CallPtr* data = adopt(call);
+  if (int rc = how(data); rc != ZOK) {
+    delete data;
+    call->finish(rc, nullptr, nullptr, nullptr);
+  }
+  return call;
+}
+
+}  // namespace
+
+bool Call::wait_until(steady::time_point deadline) {
+  std::unique_lock lk(mu_);
+  return cv_.wait_until(lk, deadline, [&] { return done_; });
+}
+
+void Call::finish(int code, const char* created, const Stat* s, const String_vector* strings) {
+  {
+    std::lock_guard lk(mu_);
+    rc = code;
+    if (code == ZOK) {
+      if (created) path = created;
+      if (s) stat = *s;
+      if (strings)
+        for (int i = 0; i < strings->count; ++i) children.emplace_back(strings->data[i]);
+    }
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool Signal::wait_until(steady::time_point until) {
+  std::unique_lock lk(mu_);
+  bool woke = cv_.wait_until(lk, until, [&] { return notified_; });
+  notified_ = false;
+  return woke;
+}
+
+void Signal::notify(bool node_deleted) {
+  {
+    std::lock_guard lk(mu_);
+    notified_ = true;
+    deleted_ = deleted_ || node_deleted;
+  }
+  cv_.notify_all();
+}
+
+bool Signal::take_deleted() {
+  std::lock_guard lk(mu_);
+  return std::exchange(deleted_, false);
+}
+
+Session::Session(Config config)
+    : config_(std::move(config)), acl_(config_.user ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE) {
+  quiet_client_log();
+}
+
+Session::~Session() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+  std::unique_lock hl(handle_mu_);
+  if (zh_) zookeeper_close(zh_);
+}
+
+zhandle_t* Session::open_handle(std::uint64_t generation) {
+  context_ = std::make_unique<HandleContext>(HandleContext{this, generation});
+  zhandle_t* zh = zookeeper_init(config_.hosts.c_str(), &Session::on_session_event,
+                                 static_cast<int>(config_.session_timeout.count()), nullptr, context_.get(), 0);
+  if (zh && config_.user) {
+    const std::string credentials = *config_.user + ":" + *config_.password;
+    // The digest scheme accepts any credentials; the ACLs decide what they may do.
+    (void)zoo_add_auth(zh, "digest", credentials.data(), static_cast<int>(credentials.size()), nullptr, nullptr);
+  }
+  return zh;
+}
+
+Status Session::start() {
+  const auto deadline = steady::now() + config_.op_timeout;
+  {
+    std::unique_lock hl(handle_mu_);
+    zh_ = open_handle(generation_);
+    if (!zh_)
+      return Status(errc::invalid_argument, "zookeeper url " + config_.redacted_url +
+                                                ": the client refused the host list (" + config_.hosts + ")");
+  }
+  std::unique_lock lk(mu_);
+  if (!cv_.wait_until(lk, deadline, [&] { return connected_; }))
+    return Status(errc::unavailable, "zookeeper " + config_.redacted_url + ": no server answered within " +
+                                         std::to_string(config_.op_timeout.count()) + " ms (ClientOptions::op_timeout)");
+  if (negotiated_ < config_.session_timeout)
+    return Status(errc::invalid_argument,
+                  "zookeeper " + config_.redacted_url + ": session_timeout " +
+                      std::to_string(config_.session_timeout.count()) + " ms asked, the ensemble allows only " +
+                      std::to_string(negotiated_.count()) + " ms (its maxSessionTimeout); ask for less");
+  events_.clear();
+  lk.unlock();
+  monitor_ = std::thread([this] { monitor(); });
+  return {};
+}
+
+std::chrono::milliseconds Session::negotiated_timeout() const {
+  std::lock_guard lk(mu_);
+  return negotiated_;
+}
+
+std::uint64_t Session::generation() const {
+  std::lock_guard lk(mu_);
+  return generation_;
+}
+
+std::int64_t Session::session_id() const {
+  std::lock_guard lk(mu_);
+  return session_id_;
+}
+
+void Session::on_session_event(zhandle_t* zh, int type, int state, const char*, void* context) {
+  if (type != ZOO_SESSION_EVENT) return;
+  auto* ctx = static_cast<HandleContext*>(context);
+  Session& self = *ctx->session;
+  {
+    std::lock_guard lk(self.mu_);
+    if (ctx->generation != self.generation_) return;  // a handle being closed
+    if (state == ZOO_CONNECTED_STATE) {
+      self.connected_ = true;
+      self.suspended_at_ = steady::time_point::max();
+      self.session_id_ = zoo_client_id(zh)->client_id;
+      self.negotiated_ = milliseconds(zoo_recv_timeout(zh));
+    } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
+      if (self.connected_) self.suspended_at_ = steady::now();
+      self.connected_ = false;
+    } else {
+      self.connected_ = false;  // expired, auth failed, closing
+    }
+    self.events_.push_back(state);
+  }
+  self.cv_.notify_all();
+}
+
+void Session::on_watch(zhandle_t* zh, int type, int, const char*, void* context) {
+  auto* ctx = static_cast<const HandleContext*>(zoo_get_context(zh));
+  Session& self = *ctx->session;
+  std::shared_ptr<Signal> signal;
+  {
+    std::lock_guard lk(self.watch_mu_);
+    auto it = self.watches_.find(reinterpret_cast<std::uintptr_t>(context));
+    if (it != self.watches_.end()) signal = it->second.lock();
+  }
+  if (signal) signal->notify(type == ZOO_DELETED_EVENT);
+}
+
+CallPtr Session::create(const std::string& path, int flags) {
+  std::shared_lock hl(handle_mu_);
+  return issue([&](CallPtr* data) {
+    return zoo_acreate2(zh_, path.c_str(), nullptr, -1, acl_, flags, on_string_stat, data);
+  });
+}
+
+CallPtr Session::get_children(const std::string& path) {
+  std::shared_lock hl(handle_mu_);
+  return issue([&](CallPtr* data) { return zoo_aget_children(zh_, path.c_str(), 0, on_strings, data); });
+}
+
+CallPtr Session::remove(const std::string& path) {
+  std::shared_lock hl(handle_mu_);
+  return issue([&](CallPtr* data) { return zoo_adelete(zh_, path.c_str(), -1, on_void, data); });
+}
+
+CallPtr Session::exists(const std::string& path) {
+  std::shared_lock hl(handle_mu_);
+  return issue([&](CallPtr* data) { return zoo_aexists(zh_, path.c_str(), 0, on_stat, data); });
+}
+
+CallPtr Session::watch(const std::string& path, const std::shared_ptr<Signal>& signal) {
+  void* id;
+  {
+    std::lock_guard lk(watch_mu_);
+    if (!signal->id) {
+      signal->id = next_watch_++;
+      watches_[signal->id] = signal;
+    }
+    id = reinterpret_cast<void*>(static_cast<std::uintptr_t>(signal->id));
+  }
+  std::shared_lock hl(handle_mu_);
+  return issue([&](CallPtr* data) { return zoo_awget(zh_, path.c_str(), &Session::on_watch, id, on_data, data); });
+}
+
+void Session::unwatch(const std::shared_ptr<Signal>& signal) {
+  std::lock_guard lk(watch_mu_);
+  if (signal->id) watches_.erase(signal->id);
+}
+
+Status Session::create_parents(const std::string& path, steady::time_point deadline, std::string_view step) {
+  // Top down: each ancestor as a container (ZNODEEXISTS is fine).
+  std::vector<CallPtr> calls;
+  std::vector<std::string> paths;
+  for (auto slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+    paths.push_back(path.substr(0, slash));
+    calls.push_back(create(paths.back(), ZOO_CONTAINER));
+  }
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (!calls[i]->wait_until(deadline)) return no_reply(step);
+    if (calls[i]->rc != ZOK && calls[i]->rc != ZNODEEXISTS) return to_status(calls[i]->rc, step, paths[i]);
+  }
+  return {};
+}
+
+std::stop_token Session::hold(const std::string& node, steady::time_point lease_end) {
+  bool wake;
+  std::stop_token token;
+  {
+    std::lock_guard lk(mu_);
+    held_[node] = lease_end;
+    token = drop_.get_token();
+    wake = lease_end != steady::time_point::max();
+    kicked_ = kicked_ || wake;
+  }
+  if (wake) cv_.notify_all();
+  return token;
+}
+
+bool Session::unhold(const std::string& node) {
+  std::lock_guard lk(mu_);
+  return held_.erase(node) > 0;
+}
+
+bool Session::holds(const std::string& node) const {
+  std::lock_guard lk(mu_);
+  return held_.contains(node);
+}
+
+void Session::delete_later(const std::string& node) {
+  {
+    std::lock_guard lk(mu_);
+    orphans_.insert(node);
+    next_sweep_ = steady::time_point::min();
+    kicked_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Session::delete_later_by_marker(const std::string& parent, const std::string& marker) {
+  {
+    std::lock_guard lk(mu_);
+    lost_creates_.emplace(parent, marker);
+    next_sweep_ = steady::time_point::min();
+    kicked_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Session::add_waiter(const std::shared_ptr<Signal>& signal) {
+  std::lock_guard lk(mu_);
+  waiters_.insert(signal);
+}
+
+void Session::remove_waiter(const std::shared_ptr<Signal>& signal) {
+  {
+    std::lock_guard lk(mu_);
+    waiters_.erase(signal);
+  }
+  unwatch(signal);
+}
+
+// Every lock held so far is declared lost: its grant's dropped() fires (the
+// callbacks run here, outside every lock) and its node is deleted as soon
+// as the ensemble answers, if the session still has it.
+void Session::drop_holds(std::unique_lock<std::mutex>& lk) {
+  for (const auto& [node, lease_end] : held_) orphans_.insert(node);
+  held_.clear();
+  next_sweep_ = steady::time_point::min();
+  std::stop_source fired = std::exchange(drop_, std::stop_source());
+  lk.unlock();
+  fired.request_stop();
+  lk.lock();
+}
+
+void Session::sweep(std::unique_lock<std::mutex>& lk) {
+  std::vector<std::string> nodes(orphans_.begin(), orphans_.end());
+  std::vector<std::pair<std::string, std::string>> markers(lost_creates_.begin(), lost_creates_.end());
+  const std::uint64_t generation = generation_;
+  lk.unlock();
+  const auto deadline = steady::now() + config_.op_timeout;
+  // Nodes whose create reply was lost: find them by their marker.
+  std::vector<CallPtr> listings;
+  for (const auto& [parent, marker] : markers) listings.push_back(get_children(parent));
+  std::vector<std::pair<std::string, std::string>> markers_done;
+  for (std::size_t i = 0; i < markers.size(); ++i) {
+    if (!listings[i]->wait_until(deadline)) continue;
+    if (listings[i]->rc == ZNONODE) markers_done.push_back(markers[i]);
+    if (listings[i]->rc != ZOK) continue;
+    for (const auto& child : listings[i]->children)
+      if (child.find(markers[i].second) != std::string::npos) nodes.push_back(markers[i].first + "/" + child);
+    markers_done.push_back(markers[i]);
+  }
+  std::vector<CallPtr> removals;
+  for (const auto& node : nodes) removals.push_back(remove(node));
+  std::vector<std::string> nodes_done;
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (removals[i]->wait_until(deadline) && (removals[i]->rc == ZOK || removals[i]->rc == ZNONODE))
+      nodes_done.push_back(nodes[i]);
+  lk.lock();
+  if (generation != generation_) return;  // expired meanwhile: the books were cleared
+  for (const auto& m : markers_done) lost_creates_.erase(m);
+  for (const auto& n : nodes_done) orphans_.erase(n);
+  // A node found by marker but not deleted stays in orphans_.
+  for (const auto& n : nodes)
+    if (std::find(nodes_done.begin(), nodes_done.end(), n) == nodes_done.end()) orphans_.insert(n);
+  next_sweep_ = steady::now() + sweep_retry;
+}
+
+void Session::monitor() {
+  std::unique_lock lk(mu_);
+  while (!stopping_) {
+    kicked_ = false;
+    auto now = steady::now();
+    // Session changes, in order.
+    while (!events_.empty()) {
+      const int state = events_.front();
+      events_.pop_front();
+      if ((state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) && config_.lost_on_suspend) {
+        drop_holds(lk);
+      } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
+        // Every ephemeral node of the old session is gone: nothing left to delete.
+        drop_holds(lk);
+        orphans_.clear();
+        lost_creates_.clear();
+        ++generation_;
+        connected_ = false;
+        const std::uint64_t generation = generation_;
+        lk.unlock();
+        {
+          std::unique_lock hl(handle_mu_);
+          zookeeper_close(zh_);
+          zh_ = open_handle(generation);
+        }
+        lk.lock();
+      }
+      for (const auto& w : waiters_) w->notify(false);  // re-check on every change
+    }
+    // lost_on=expiry: a third of the timeout after the drop, the ensemble
+    // may already have expired the session without our hearing of it.
+    if (!config_.lost_on_suspend && !connected_ && suspended_at_ != steady::time_point::max() &&
+        now >= suspended_at_ + negotiated_ / 3 && !held_.empty())
+      drop_holds(lk);
+    // Fixed leases that ran out: the lock is no longer ours to keep.
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (now >= it->second) {
+        orphans_.insert(it->first);
+        next_sweep_ = steady::time_point::min();
+        it = held_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (connected_ && (!orphans_.empty() || !lost_creates_.empty()) && now >= next_sweep_) {
+      sweep(lk);
+      continue;
+    }
+    auto wake = now + std::chrono::seconds(1);
+    for (const auto& [node, lease_end] : held_) wake = std::min(wake, lease_end);
+    if (!config_.lost_on_suspend && suspended_at_ != steady::time_point::max())
+      wake = std::min(wake, suspended_at_ + negotiated_ / 3);
+    if (connected_ && (!orphans_.empty() || !lost_creates_.empty())) wake = std::min(wake, next_sweep_);
+    cv_.wait_until(lk, wake, [&] { return stopping_ || kicked_ || !events_.empty(); });
+  }
+}
+
+}  // namespace dlock::detail::zookeeper

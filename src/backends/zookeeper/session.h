@@ -1,0 +1,168 @@
+// session.h — one ZooKeeper session shared by every thread of a client,
+// and the bookkeeping of the ephemeral nodes it holds.
+//
+// Calls are asynchronous underneath (the C client's own I/O and completion
+// threads) so that several can be in flight at once — a create and the
+// getChildren that follows it go out back to back — and every wait has a
+// deadline: a dead ensemble is an error within op_timeout, never a hang.
+//
+// Session states map to dlock's: connected; suspended (the connection
+// dropped, the session may still live); reconnected; lost (expired: every
+// ephemeral node of it is gone, and a new session is opened — never the old
+// nodes silently recreated). When held locks count as lost is the lost_on
+// policy (config.h); at that moment `dropped()` fires for every grant made
+// so far, and the nodes still held are deleted as soon as the ensemble can
+// be reached (a lock we declared lost must not stay taken).
+#pragma once
+
+#include "backends/zookeeper/config.h"
+#include "core/driver.h"
+
+#include <zookeeper/zookeeper.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace dlock::detail::zookeeper {
+
+// One asynchronous call: filled in by the C client's completion thread.
+class Call {
+ public:
+  // false if no reply came by `deadline` (the call may still complete later).
+  bool wait_until(steady::time_point deadline);
+  void finish(int rc, const char* path, const Stat* stat, const String_vector* children);
+
+  int rc = ZSYSTEMERROR;  // valid after wait_until() returned true
+  std::string path;       // create: the node's name with its sequence number
+  Stat stat{};            // create2, exists, get
+  std::vector<std::string> children;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+using CallPtr = std::shared_ptr<Call>;
+
+// Something a thread waits for: a watch fired, the session changed.
+class Signal {
+ public:
+  // true if notified before `until` (the flag is then consumed).
+  bool wait_until(steady::time_point until);
+  void notify(bool node_deleted);
+  // Whether a watched node was deleted since the last take (consumed).
+  bool take_deleted();
+
+  std::uint64_t id = 0;  // its watches' id; set by Session under its watch mutex
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool notified_ = false;
+  bool deleted_ = false;
+};
+
+class Session {
+ public:
+  explicit Session(Config config);
+  ~Session();  // closes the session: the ensemble deletes its ephemeral nodes at once
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Connects (and authenticates) within op_timeout; refuses a negotiated
+  // session timeout below the one asked for.
+  Status start();
+
+  const Config& config() const { return config_; }
+  std::chrono::milliseconds negotiated_timeout() const;
+  // Changes whenever a new session replaces an expired one: nodes made in
+  // an older one are gone.
+  std::uint64_t generation() const;
+  // The session id (ephemeralOwner of the nodes it creates).
+  std::int64_t session_id() const;
+
+  // Asynchronous calls; wait on the returned Call.
+  CallPtr create(const std::string& path, int flags);  // flags: ZOO_EPHEMERAL_SEQUENTIAL, ZOO_CONTAINER, 0
+  CallPtr get_children(const std::string& path);
+  CallPtr remove(const std::string& path);
+  CallPtr exists(const std::string& path);
+  // Reads `path` and leaves a one-shot watch on it that notifies `signal`
+  // (no watch is left if the node does not exist: rc ZNONODE).
+  CallPtr watch(const std::string& path, const std::shared_ptr<Signal>& signal);
+  // Forgets a signal: its watch, if it fires later, notifies nobody.
+  void unwatch(const std::shared_ptr<Signal>& signal);
+
+  // Creates every missing ancestor of `path` (not `path`) as a container.
+  Status create_parents(const std::string& path, steady::time_point deadline, std::string_view step);
+
+  // A lock node is ours now: `dropped()` of the returned token fires when
+  // the session policy declares it lost. `lease_end`: delete it then
+  // (fixed leases; max() for none).
+  std::stop_token hold(const std::string& node, steady::time_point lease_end);
+  // Whether `node` is still held (not dropped); removes it from the books.
+  bool unhold(const std::string& node);
+  bool holds(const std::string& node) const;
+  // Deletes `node` when the ensemble can be reached, retrying; ends with the session.
+  void delete_later(const std::string& node);
+  // Deletes the node whose name contains `marker` under `parent` when the
+  // ensemble can be reached (a create whose reply was lost).
+  void delete_later_by_marker(const std::string& parent, const std::string& marker);
+
+  // Signals notified on every session change, so waiters re-check.
+  void add_waiter(const std::shared_ptr<Signal>& signal);
+  void remove_waiter(const std::shared_ptr<Signal>& signal);
+
+ private:
+  // What the C client's callbacks get: which session (generation) they are of.
+  struct HandleContext {
+    Session* session;
+    std::uint64_t generation;
+  };
+  static void on_session_event(zhandle_t* zh, int type, int state, const char* path, void* context);
+  static void on_watch(zhandle_t* zh, int type, int state, const char* path, void* context);
+  zhandle_t* open_handle(std::uint64_t generation);
+  void monitor();
+  void drop_holds(std::unique_lock<std::mutex>& lk);
+  void sweep(std::unique_lock<std::mutex>& lk);
+
+  const Config config_;
+  const ACL_vector* acl_;
+
+  mutable std::shared_mutex handle_mu_;  // exclusive only to replace zh_
+  zhandle_t* zh_ = nullptr;
+  std::unique_ptr<HandleContext> context_;  // zh_'s; replaced with it
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<int> events_;                  // session states from the C client
+  steady::time_point next_sweep_ = steady::time_point::min();
+  bool connected_ = false;
+  bool stopping_ = false;
+  bool kicked_ = false;                     // the monitor has new work (nodes to delete, a lease end)
+  std::uint64_t generation_ = 1;
+  std::int64_t session_id_ = 0;
+  std::chrono::milliseconds negotiated_{};
+  steady::time_point suspended_at_ = steady::time_point::max();
+  std::stop_source drop_;                   // fired and replaced at each drop
+  std::map<std::string, steady::time_point> held_;   // node -> lease end (max: none)
+  std::set<std::string> orphans_;                    // nodes to delete
+  std::set<std::pair<std::string, std::string>> lost_creates_;  // (parent, marker)
+  std::set<std::shared_ptr<Signal>> waiters_;
+  std::unordered_map<std::uint64_t, std::weak_ptr<Signal>> watches_;  // guarded by watch_mu_
+  std::mutex watch_mu_;
+  std::uint64_t next_watch_ = 1;                      // guarded by watch_mu_
+  std::thread monitor_;
+};
+
+}  // namespace dlock::detail::zookeeper

@@ -1,0 +1,428 @@
+// The zk:// backend: Mutex on ZooKeeper, the protocol of Curator's
+// InterProcessMutex, so a dlock mutex and a Curator mutex on the same path
+// exclude each other and share one queue.
+//
+//   <root>/<name>                         the lock's node (a container)
+//   <root>/<name>/_c_<uuid>-lock-<seq>    one ephemeral sequential node per
+//                                         contender; the lowest sequence
+//                                         holds the lock
+//
+// Acquire: create our node, list the children (both sent back to back: one
+// round trip when the lock is free). If ours is lowest we hold it; else we
+// watch only the node just before ours, so a release wakes exactly one
+// waiter. When the node we watch was the lowest and it is deleted, we are
+// lowest — sequence numbers only grow, nothing can appear before us — so
+// that handoff costs the holder's delete and one notification, nothing
+// more. A waiter that gives up deletes its node; one that dies loses it
+// with its session.
+//
+// Fencing token: the creation zxid of our node. zxids are issued in the
+// order the ensemble applies writes, so a later holder's node (created
+// after the earlier holder's, since holders are served in creation order)
+// always has a larger one, across leader elections too (the epoch is the
+// high half).
+//
+// Lease: the session is the lease. A holder that dies or is cut off loses
+// its node when the ensemble expires its session; lost_on (config.h) says
+// when the holder itself stops trusting it. Watchdog renewals check that
+// our node still exists (a force-release deletes it). A fixed lease is
+// enforced by this client: at its end the node is deleted.
+#include "backends/zookeeper/config.h"
+#include "backends/zookeeper/errors.h"
+#include "backends/zookeeper/session.h"
+#include "core/owner_id.h"
+#include "core/registry.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+namespace dlock::detail {
+namespace zookeeper {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr std::string_view lock_marker = "-lock-";
+
+// Curator orders contenders by what follows the last "lock-" of the name
+// (the zero-padded sequence number).
+std::string_view sequence_of(std::string_view child) {
+  auto at = child.rfind("lock-");
+  return at == std::string_view::npos ? child : child.substr(at + 5);
+}
+
+// The lock's contender nodes, lowest sequence first.
+std::vector<std::string> contenders(std::vector<std::string> children) {
+  std::erase_if(children, [](const std::string& c) { return c.find(lock_marker) == std::string::npos; });
+  std::sort(children.begin(), children.end(),
+            [](const std::string& a, const std::string& b) { return sequence_of(a) < sequence_of(b); });
+  return children;
+}
+
+std::string basename(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+// "_c_<uuid>-lock-": Curator's protected-name prefix, unique per create, so
+// a node whose create reply was lost can be found again.
+Result<std::string> node_prefix() {
+  auto hex = random_client_id();
+  if (!hex) return hex.status();
+  const std::string& h = *hex;
+  return "_c_" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" +
+         h.substr(20, 12) + std::string(lock_marker);
+}
+
+struct NodeGrant final : GrantState {
+  std::string node;
+};
+
+// A waiting thread's place in one lock's queue.
+struct Contender {
+  std::shared_ptr<Signal> signal = std::make_shared<Signal>();
+  std::string node;                // our node's full path; empty: none yet
+  std::uint64_t generation = 0;    // the session it was made in
+  std::uint64_t czxid = 0;
+  bool predecessor_was_head = false;  // the node we watch held the lock
+  bool granted = false;
+};
+
+class ZooKeeperBackend;
+
+class ContenderWaiter final : public Waiter {
+ public:
+  ContenderWaiter(ZooKeeperBackend& backend, std::pair<std::string, std::string> key, std::shared_ptr<Contender> c)
+      : backend_(backend), key_(std::move(key)), contender_(std::move(c)) {}
+  ~ContenderWaiter() override;
+  Status wait_until(steady::time_point until) override {
+    contender_->signal->wait_until(until);
+    return {};
+  }
+
+ private:
+  ZooKeeperBackend& backend_;
+  std::pair<std::string, std::string> key_;  // (owner, name)
+  std::shared_ptr<Contender> contender_;
+};
+
+class ZooKeeperBackend final : public Backend, public LockDriver {
+ public:
+  explicit ZooKeeperBackend(Config config) : session_(std::move(config)) {}
+
+  Status start() { return session_.start(); }
+
+  Status validate_name(std::string_view name) const override {
+    const std::string what = "name '" + std::string(name) + "'";
+    for (std::size_t at = 0;;) {
+      auto slash = name.find('/', at);
+      auto segment = name.substr(at, slash == std::string_view::npos ? std::string_view::npos : slash - at);
+      if (Status s = check_segment(segment, what); !s) return s;
+      if (segment.starts_with("_c_") || segment.find(lock_marker) != std::string_view::npos ||
+          segment.find("__READ__") != std::string_view::npos || segment.find("__WRIT__") != std::string_view::npos)
+        return Status(errc::invalid_argument, what + ": segment '" + std::string(segment) +
+                                                  "' looks like a lock's contender node (_c_..., -lock-, "
+                                                  "__READ__, __WRIT__); ZooKeeper recipes would mistake it");
+      if (slash == std::string_view::npos) break;
+      at = slash + 1;
+    }
+    if (session_.config().root == "/" && (name == "zookeeper" || name.starts_with("zookeeper/")))
+      return Status(errc::invalid_argument, what + ": /zookeeper is ZooKeeper's own subtree");
+    return {};
+  }
+
+  bool supports_fair() const override { return true; }  // the queue is always FIFO
+  LockDriver& locks() override { return *this; }
+  bool waits_in_queue() const override { return true; }
+  std::optional<milliseconds> session_timeout() const override { return session_.negotiated_timeout(); }
+
+  Status ping() override {
+    const auto deadline = steady::now() + session_.config().op_timeout;
+    auto call = session_.exists("/");
+    if (!call->wait_until(deadline)) return no_reply("ping");
+    return to_status(call->rc, "ping", "/");
+  }
+
+  Result<Attempt> try_acquire(const LockRequest& request) override {
+    const auto sent = steady::now();
+    const auto deadline = sent + session_.config().op_timeout;
+    const std::string step = "acquiring '" + request.name + "'";
+    const std::string path = lock_path(session_.config(), request.name);
+    auto c = find(request.owner, request.name);  // null: a try_lock that must leave no trace
+    const std::uint64_t generation = session_.generation();
+
+    // The node we watched held the lock and is gone: ours is lowest now.
+    if (c && !c->node.empty() && c->generation == generation && c->predecessor_was_head &&
+        c->signal->take_deleted())
+      return grant(request, *c, sent);
+
+    std::vector<std::string> children;
+    if (!c || c->node.empty() || c->generation != generation) {
+      auto made = create_node(path, deadline, step);
+      if (!made) return made.status();
+      if (!c) {
+        // try_lock: one look, then gone.
+        Contender once;
+        once.node = made->node;
+        once.czxid = made->czxid;
+        once.generation = generation;
+        return decide(request, once, path, made->children, sent, deadline, step, false);
+      }
+      c->node = made->node;
+      c->czxid = made->czxid;
+      c->generation = generation;
+      children = std::move(made->children);
+    } else {
+      auto list = session_.get_children(path);
+      if (!list->wait_until(deadline)) return no_reply(step);
+      if (list->rc != ZOK && list->rc != ZNONODE) return to_status(list->rc, step, path);
+      children = std::move(list->children);
+    }
+    return decide(request, *c, path, children, sent, deadline, step, true);
+  }
+
+  std::unique_ptr<Waiter> watch(const LockRequest& request) override {
+    auto c = std::make_shared<Contender>();
+    std::pair<std::string, std::string> key{request.owner, request.name};
+    {
+      std::lock_guard lk(mu_);
+      contenders_[key] = c;
+    }
+    session_.add_waiter(c->signal);
+    return std::make_unique<ContenderWaiter>(*this, std::move(key), std::move(c));
+  }
+
+  // A waiter leaves: its node goes (unless it became the lock).
+  void leave(const std::pair<std::string, std::string>& key, Contender& c) {
+    {
+      std::lock_guard lk(mu_);
+      contenders_.erase(key);
+    }
+    session_.remove_waiter(c.signal);
+    if (!c.granted && !c.node.empty() && c.generation == session_.generation()) session_.delete_later(c.node);
+  }
+
+  Status release(const LockRequest& request, Grant& grant) override {
+    const std::string step = "releasing '" + request.name + "'";
+    const std::string& node = static_cast<NodeGrant&>(*grant.state).node;
+    if (!session_.unhold(node))
+      return Status(errc::lock_lost, "unlock '" + request.name +
+                                         "': no longer ours (the session was suspended or expired, or the fixed "
+                                         "lease ran out); its node is deleted when the ensemble answers");
+    auto call = session_.remove(node);
+    if (!call->wait_until(steady::now() + session_.config().op_timeout)) {
+      session_.delete_later(node);
+      return no_reply(step);
+    }
+    if (call->rc == ZOK) return {};
+    if (call->rc == ZNONODE || call->rc == ZINVALIDSTATE || call->rc == ZSESSIONEXPIRED)
+      return Status(errc::lock_lost, "unlock '" + request.name +
+                                         "': its node was already gone (force-released, or the session expired)");
+    session_.delete_later(node);
+    return to_status(call->rc, step, node);
+  }
+
+  // One exists() per lock, all in flight at once: one round trip per batch.
+  void renew(std::span<Renewal> batch) override {
+    const auto sent = steady::now();
+    const auto deadline = sent + session_.config().op_timeout;
+    std::vector<CallPtr> calls(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const std::string& node = static_cast<NodeGrant&>(*batch[i].grant->state).node;
+      if (session_.holds(node)) calls[i] = session_.exists(node);
+    }
+    const std::int64_t session_id = session_.session_id();
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      Renewal& r = batch[i];
+      const std::string& node = static_cast<NodeGrant&>(*r.grant->state).node;
+      const std::string step = "renewing '" + r.request->name + "'";
+      if (!calls[i]) {
+        r.outcome = Status(errc::lock_lost, step + ": the session was suspended or expired (lost_on policy)");
+      } else if (!calls[i]->wait_until(deadline)) {
+        r.outcome = no_reply(step);
+      } else if (calls[i]->rc == ZOK && calls[i]->stat.ephemeralOwner == session_id) {
+        r.grant->valid_until = sent + r.request->lease;
+        r.outcome = {};
+      } else if (calls[i]->rc == ZOK || calls[i]->rc == ZNONODE) {
+        r.outcome = Status(errc::lock_lost, step + ": our node is gone (force-released, or the session expired)");
+      } else {
+        r.outcome = to_status(calls[i]->rc, step, node);
+      }
+    }
+  }
+
+  // Deletes the holder's node (the lowest); waiters keep their places.
+  Status force_release(std::string_view name) override {
+    const auto deadline = steady::now() + session_.config().op_timeout;
+    const std::string step = "force-releasing '" + std::string(name) + "'";
+    const std::string path = lock_path(session_.config(), name);
+    auto list = session_.get_children(path);
+    if (!list->wait_until(deadline)) return no_reply(step);
+    if (list->rc == ZNONODE) return {};
+    if (list->rc != ZOK) return to_status(list->rc, step, path);
+    auto queue = contenders(std::move(list->children));
+    if (queue.empty()) return {};
+    auto removal = session_.remove(path + "/" + queue.front());
+    if (!removal->wait_until(deadline)) return no_reply(step);
+    if (removal->rc == ZNONODE) return {};
+    return to_status(removal->rc, step, path);
+  }
+
+  // Walks the tree under the root, one level per round trip.
+  Result<std::vector<LockInfo>> list(std::string_view prefix) override {
+    const auto deadline = steady::now() + session_.config().op_timeout;
+    constexpr std::string_view step = "listing locks";
+    const std::string& root = session_.config().root;
+    const std::string base = root == "/" ? "" : root;
+    std::vector<std::string> level{""};  // names relative to the root
+    std::vector<std::pair<std::string, std::string>> held;  // (name, head node path)
+    constexpr std::size_t max_nodes = 100'000;
+    std::size_t visited = 0;
+    while (!level.empty()) {
+      std::vector<CallPtr> calls;
+      for (const auto& name : level) calls.push_back(session_.get_children(name.empty() ? root : base + "/" + name));
+      std::vector<std::string> next;
+      for (std::size_t i = 0; i < level.size(); ++i) {
+        if (!calls[i]->wait_until(deadline)) return no_reply(step);
+        if (calls[i]->rc == ZNONODE) continue;
+        if (calls[i]->rc != ZOK) return to_status(calls[i]->rc, step, base + "/" + level[i]);
+        visited += calls[i]->children.size();
+        if (visited > max_nodes)
+          return Status(errc::unsupported, "listing locks: more than 100,000 nodes under " + root);
+        auto queue = contenders(calls[i]->children);
+        if (!queue.empty() && !level[i].empty() && level[i].starts_with(prefix))
+          held.emplace_back(level[i], base + "/" + level[i] + "/" + queue.front());
+        for (const auto& child : calls[i]->children) {
+          if (child.find(lock_marker) != std::string::npos) continue;
+          std::string name = level[i].empty() ? child : level[i] + "/" + child;
+          // Only subtrees that can hold a name with this prefix.
+          if (name.starts_with(prefix) || std::string_view(prefix).starts_with(name + "/"))
+            next.push_back(std::move(name));
+        }
+      }
+      level = std::move(next);
+    }
+    std::vector<CallPtr> stats;
+    for (const auto& h : held) stats.push_back(session_.exists(h.second));
+    std::vector<LockInfo> out;
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      if (!stats[i]->wait_until(deadline)) return no_reply(step);
+      if (stats[i]->rc != ZOK) continue;  // released meanwhile
+      char owner[32];
+      std::snprintf(owner, sizeof owner, "0x%llx", static_cast<unsigned long long>(stats[i]->stat.ephemeralOwner));
+      out.push_back(LockInfo{held[i].first, std::string("session ") + owner,
+                             static_cast<std::uint64_t>(stats[i]->stat.czxid), std::nullopt});
+    }
+    std::sort(out.begin(), out.end(), [](const LockInfo& a, const LockInfo& b) { return a.name < b.name; });
+    return out;
+  }
+
+ private:
+  struct Made {
+    std::string node;
+    std::uint64_t czxid = 0;
+    std::vector<std::string> children;
+  };
+
+  std::shared_ptr<Contender> find(const std::string& owner, const std::string& name) {
+    std::lock_guard lk(mu_);
+    auto it = contenders_.find({owner, name});
+    return it == contenders_.end() ? nullptr : it->second;
+  }
+
+  // Creates our node and lists the lock's children, sent back to back (the
+  // ensemble answers a session's requests in order, so the list has it).
+  Result<Made> create_node(const std::string& path, steady::time_point deadline, const std::string& step) {
+    auto prefix = node_prefix();
+    if (!prefix) return prefix.status();
+    for (int attempt = 0;; ++attempt) {
+      auto create = session_.create(path + "/" + *prefix, ZOO_EPHEMERAL_SEQUENTIAL);
+      auto list = session_.get_children(path);
+      if (!create->wait_until(deadline) || create->rc == ZCONNECTIONLOSS || create->rc == ZOPERATIONTIMEOUT) {
+        // It may have been made: find it by its unique prefix and delete it
+        // once the ensemble answers; never leave a second node of ours.
+        session_.delete_later_by_marker(path, *prefix);
+        return create->rc == ZCONNECTIONLOSS ? to_status(create->rc, step, path) : no_reply(step);
+      }
+      if (create->rc == ZNONODE && attempt == 0) {
+        // The lock's node (or an ancestor) doesn't exist yet, or an empty
+        // container was just reaped: make them, then once more.
+        if (Status s = session_.create_parents(path + "/" + *prefix, deadline, step); !s) return s;
+        continue;
+      }
+      if (create->rc != ZOK) return to_status(create->rc, step, path);
+      Made made{create->path, static_cast<std::uint64_t>(create->stat.czxid), {}};
+      if (!list->wait_until(deadline) || list->rc != ZOK) {
+        // Ours exists but its place is unknown: look again.
+        list = session_.get_children(path);
+        if (!list->wait_until(deadline) || list->rc != ZOK) {
+          session_.delete_later(made.node);
+          return list->rc == ZOK ? no_reply(step) : to_status(list->rc, step, path);
+        }
+      }
+      made.children = std::move(list->children);
+      return made;
+    }
+  }
+
+  // Our node's place in the queue: first holds the lock, else watch the one
+  // before ours (or, for a try_lock, leave).
+  Result<Attempt> decide(const LockRequest& request, Contender& c, const std::string& path,
+                         std::vector<std::string> children, steady::time_point sent, steady::time_point deadline,
+                         const std::string& step, bool waiting) {
+    const auto queue = contenders(std::move(children));
+    const auto ours = std::find(queue.begin(), queue.end(), basename(c.node));
+    if (ours == queue.begin()) return grant(request, c, sent);
+    if (!waiting) {
+      auto removal = session_.remove(c.node);
+      if (!removal->wait_until(deadline) || (removal->rc != ZOK && removal->rc != ZNONODE))
+        session_.delete_later(c.node);
+      return Attempt(Busy{});
+    }
+    if (ours == queue.end()) {
+      // Our node is gone (deleted by someone, or with an expired session):
+      // take a new place at once.
+      c.node.clear();
+      c.signal->notify(false);
+      return Attempt(Busy{});
+    }
+    const bool head = ours - queue.begin() == 1;
+    const std::string predecessor = path + "/" + *(ours - 1);
+    c.predecessor_was_head = head;
+    (void)c.signal->take_deleted();  // about an earlier predecessor
+    auto watched = session_.watch(predecessor, c.signal);
+    if (!watched->wait_until(deadline)) return no_reply(step);
+    if (watched->rc == ZNONODE) c.signal->notify(head);  // gone before we watched: look again now
+    else if (watched->rc != ZOK) return to_status(watched->rc, step, predecessor);
+    return Attempt(Busy{});
+  }
+
+  Attempt grant(const LockRequest& request, Contender& c, steady::time_point sent) {
+    Grant g;
+    g.token = c.czxid;
+    g.valid_until = sent + request.lease;
+    g.dropped = session_.hold(c.node, request.mode == LeaseMode::fixed ? g.valid_until : steady::time_point::max());
+    auto state = std::make_unique<NodeGrant>();
+    state->node = c.node;
+    g.state = std::move(state);
+    c.granted = true;
+    return Attempt(std::move(g));
+  }
+
+  Session session_;
+  std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<Contender>> contenders_;  // (owner, name)
+};
+
+ContenderWaiter::~ContenderWaiter() { backend_.leave(key_, *contender_); }
+
+}  // namespace
+}  // namespace zookeeper
+
+Result<std::unique_ptr<Backend>> open_zookeeper_backend(const Url& url, const ClientOptions& options) {
+  auto config = zookeeper::parse_config(url, options);
+  if (!config) return config.status();
+  auto backend = std::make_unique<zookeeper::ZooKeeperBackend>(std::move(*config));
+  if (Status s = backend->start(); !s) return s;
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace dlock::detail
