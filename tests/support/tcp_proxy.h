@@ -1,0 +1,46 @@
+// tcp_proxy.h — a TCP relay on 127.0.0.1 between a client and a server, for
+// network faults without root: black-hole the traffic (nothing passes,
+// nothing is closed: what a partition looks like), or cut every connection.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dlock::test {
+
+class TcpProxy {
+ public:
+  // Listens on a free port of 127.0.0.1 and relays to 127.0.0.1:target_port.
+  explicit TcpProxy(int target_port);
+  ~TcpProxy();
+  TcpProxy(const TcpProxy&) = delete;
+  TcpProxy& operator=(const TcpProxy&) = delete;
+
+  int port() const { return port_; }
+  // true: bytes are neither read nor forwarded in either direction, and new
+  // connections are accepted but left silent. false: relay again.
+  void black_hole(bool on);
+  // Closes every relayed connection (both sides see the close).
+  void cut();
+
+ private:
+  void run();
+  struct Pair {
+    int client = -1, server = -1;
+  };
+  int listener_ = -1;
+  int port_ = 0;
+  int target_port_;
+  int wake_[2] = {-1, -1};
+  std::mutex mu_;
+  std::vector<Pair> pairs_;  // guarded by mu_
+  bool cut_ = false;          // guarded by mu_
+  std::atomic<bool> black_hole_{false};
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace dlock::test
