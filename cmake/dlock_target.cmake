@@ -1,6 +1,7 @@
-# dlock_target(NAME <name> KIND <library|executable|test> SOURCES ... [DEPS ...] [PRIVATE_DEPS ...]
+# dlock_target(NAME <name> KIND <library|interface|executable|test> SOURCES ... [DEPS ...] [PRIVATE_DEPS ...]
 #              [INCLUDES ...] [LABELS ...] [FIXTURES ...] [OUTPUT_NAME name])
 # FIXTURES (tests): CTest fixtures every test of the executable needs (servers).
+# KIND interface: no sources (headers, generated files); DEPS and INCLUDES reach its users.
 # The one way every target of the project is declared: same warnings, same
 # sanitizers, and a dlock::<name> alias for libraries so targets are always
 # referred to by their namespaced name.
@@ -11,6 +12,16 @@ function(dlock_target)
     add_library(dlock::${T_NAME} ALIAS dlock_${T_NAME})
     set(tgt dlock_${T_NAME})
     set_target_properties(${tgt} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  elseif(T_KIND STREQUAL "interface")
+    add_library(dlock_${T_NAME} INTERFACE)
+    add_library(dlock::${T_NAME} ALIAS dlock_${T_NAME})
+    if(T_DEPS)
+      target_link_libraries(dlock_${T_NAME} INTERFACE ${T_DEPS})
+    endif()
+    if(T_INCLUDES)
+      target_include_directories(dlock_${T_NAME} INTERFACE ${T_INCLUDES})
+    endif()
+    return()
   elseif(T_KIND STREQUAL "executable" OR T_KIND STREQUAL "test")
     add_executable(${T_NAME} ${T_SOURCES})
     set(tgt ${T_NAME})

@@ -2,6 +2,10 @@
 # Installs every Debian package dlock needs to build and test. Idempotent:
 # packages already present are skipped; apt-get update runs once, only if
 # something is missing.
+#
+# ZooKeeper: the server (run by scripts/zookeeper-server.sh, slf4j-simple for its log),
+# the C client (libzookeeper-mt-dev), and for the interop tests and benchmarks Apache
+# Curator with a javac to build tests/interop/java/CuratorTool.java, and kazoo.
 set -euo pipefail
 
 packages=(
@@ -11,6 +15,8 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   libhiredis-dev redis-server redis-tools
   python3 python3-redis
+  zookeeper libzookeeper-mt-dev libslf4j-java
+  default-jdk-headless libcurator-recipes-java python3-kazoo
 )
 
 missing=()

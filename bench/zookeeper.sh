@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# bench/zookeeper.sh — dlock on ZooKeeper against ZooKeeper's own limit, kazoo and Curator, in one run.
+#
+#   bench/zookeeper.sh [ZK_URL]
+#
+# Without a URL it starts a throw-away single server (scripts/zookeeper-server.sh, in a temp
+# dir) and stops it on exit. Then, against the same server:
+#   (a) the raw limit: dlock_bench_zk_raw — create+delete pairs synchronous and 64 in flight,
+#       create+getChildren+delete synchronous (skipped, and said so, if it is not built);
+#   (b) dlock bench --backend ZK_URL: uncontended, contended (4 processes), many-keys
+#       (--threads 64), flash-sale — skipped, and said so, if this dlock has no zk backend yet;
+#   (c) bench/peers/kazoo_peer.py: uncontended, contended (counter in shared memory, and in a znode);
+#   (d) Curator's InterProcessMutex (tests/interop/java/CuratorTool.java bench, compiled here
+#       with javac): uncontended, contended;
+#   (e) a summary: per workload every lock, and ratios to the raw limit and to the best peer.
+# Figures are only comparable within one run (the machines are noisy). About 12 x BENCH_SECONDS.
+#
+# Environment:
+#   DLOCK_BIN       the dlock binary (default: build/release, build/dev, then dlock on PATH)
+#   ZK_RAW_BIN      dlock_bench_zk_raw (default: next to the dlock binary's build, build/*/bench)
+#   BENCH_SECONDS   seconds per measurement (default 3)
+#   BENCH_JSON      if set, a file the raw JSON lines are also written to
+#   PYTHON          a python3 that can `import kazoo` (default: python3, else /usr/bin/python3)
+#
+# Exit status: 0; 1 if a measurement failed or mutual exclusion failed (lost updates,
+# oversold); 64 on bad usage. A missing piece (no zk backend, raw tool, kazoo or JDK) is
+# reported and skipped, not a failure.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+url="${1:-}"
+seconds="${BENCH_SECONDS:-3}"
+[[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "zookeeper.sh: BENCH_SECONDS must be a whole number of seconds" >&2; exit 64; }
+limit=$((seconds * 4 + 60))  # per measurement, whatever happens
+
+first_executable() { for f in "$@"; do if [[ -x "$f" ]]; then echo "$f"; return; fi; done; }
+dlock_bin="${DLOCK_BIN:-$(first_executable "$root/build/release/tools/dlock/dlock" "$root/build/dev/tools/dlock/dlock" \
+                                          "$(command -v dlock || true)")}"
+raw_bin="${ZK_RAW_BIN:-$(first_executable "$root"/build/release/bench/dlock_bench_zk_raw \
+                                          "$root"/build/dev/bench/dlock_bench_zk_raw "$root"/build/*/bench/dlock_bench_zk_raw)}"
+py="${PYTHON:-}"
+if [[ -z "$py" ]]; then
+  for candidate in python3 /usr/bin/python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import kazoo' 2>/dev/null; then py="$candidate"; break; fi
+  done
+fi
+summary_py="$(command -v python3 || true)"
+[[ -n "$summary_py" ]] || { echo "zookeeper.sh: python3 is needed for the summary" >&2; exit 64; }
+
+work="$(mktemp -d -t dlock-zk-bench-XXXXXX)"
+out="$work/results.jsonl"
+started=""
+# shellcheck disable=SC2317  # invoked by the trap
+cleanup() {
+  if [[ -n "$started" ]]; then "$root/scripts/zookeeper-server.sh" stop "$work/server" >&2 || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [[ -z "$url" ]]; then
+  started=1
+  "$root/scripts/zookeeper-server.sh" start "$work/server" >&2
+  url="$(cat "$work/server/url")"
+fi
+: >"$out"
+status=0
+notes=()
+
+# run WHAT CMD...: appends CMD's JSON lines; a failure is reported and counted.
+run() {
+  local what="$1"
+  shift
+  echo "running $what (${seconds}s)..." >&2
+  if ! timeout "$limit" "$@" >>"$out"; then
+    echo "zookeeper.sh: $what failed" >&2
+    status=1
+  fi
+}
+
+# --- (a) the raw limit -----------------------------------------------------------------
+if [[ -n "$raw_bin" ]]; then
+  run "raw limit ($raw_bin)" "$raw_bin" --seconds "$seconds" "$url"
+else
+  notes+=("raw limit: no dlock_bench_zk_raw (build with -DDLOCK_WITH_ZOOKEEPER=ON, or set ZK_RAW_BIN)")
+fi
+
+# --- (b) dlock bench -------------------------------------------------------------------
+if [[ -z "$dlock_bin" ]]; then
+  notes+=("dlock: no dlock binary (set DLOCK_BIN or build it)")
+else
+  for spec in "uncontended" "contended --processes 4" "many-keys --threads 64" "flash-sale"; do
+    echo "running dlock bench $spec (${seconds}s + reference)..." >&2
+    # shellcheck disable=SC2086
+    if timeout "$limit" "$dlock_bin" bench --backend "$url" --workload $spec --seconds "${seconds}s" --json \
+         >>"$out" 2>"$work/dlock.err"; then
+      cat "$work/dlock.err" >&2
+    elif grep -q "unknown scheme" "$work/dlock.err"; then
+      notes+=("dlock: NOT BUILT — $dlock_bin has no zk backend: $(grep -o "unknown scheme.*" "$work/dlock.err" | head -1)")
+      break
+    else
+      cat "$work/dlock.err" >&2
+      echo "zookeeper.sh: dlock bench --workload $spec failed" >&2
+      status=1
+    fi
+  done
+fi
+
+# --- (c) kazoo -------------------------------------------------------------------------
+if [[ -n "$py" ]]; then
+  for spec in "uncontended" "contended --inside memory" "contended --inside zk"; do
+    # shellcheck disable=SC2086
+    run "kazoo $spec" "$py" "$here/peers/kazoo_peer.py" --url "$url" --seconds "$seconds" --workload $spec
+  done
+else
+  notes+=("kazoo: no python3 with kazoo (Debian: python3-kazoo; or set PYTHON)")
+fi
+
+# --- (d) Curator -----------------------------------------------------------------------
+curator_jar=/usr/share/java/curator-recipes.jar
+if command -v javac >/dev/null && [[ -f "$curator_jar" ]] &&
+   javac -nowarn -cp "$curator_jar" -d "$work/classes" "$root/tests/interop/java/CuratorTool.java" 2>"$work/javac.err"; then
+  cp="$work/classes:$curator_jar"
+  [[ -f /usr/share/java/slf4j-nop.jar ]] && cp="$cp:/usr/share/java/slf4j-nop.jar"
+  for workload in uncontended contended; do
+    run "Curator $workload" java -Xmx128m -XX:+UseSerialGC -cp "$cp" CuratorTool bench "$url" \
+      "/dlock-peer-curator-$$-$workload" "$seconds" "$workload" </dev/null
+  done
+else
+  notes+=("Curator: no javac or $curator_jar (Debian: default-jdk-headless, libcurator-recipes-java) $(head -c 300 "$work/javac.err" 2>/dev/null || true)")
+fi
+[[ -n "${BENCH_JSON:-}" ]] && cp "$out" "$BENCH_JSON"
+
+# --- (e) summary -----------------------------------------------------------------------
+# shellcheck disable=SC2016  # expanded by the inner bash: host and port of the first server
+server_version="$(timeout 1 bash -c 'exec 3<>"/dev/tcp/${0%%:*}/${0##*:}" && echo srvr >&3 && cat <&3' \
+                    "$(echo "${url#zk://}" | cut -d, -f1 | cut -d/ -f1)" 2>/dev/null \
+                  | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p' || true)"
+"$summary_py" - "$out" "$url" "$seconds" "${server_version:-?}" "${notes[@]}" <<'PY'
+import json, sys
+path, url, seconds, version = sys.argv[1:5]
+notes = sys.argv[5:]
+rows = [json.loads(l) for l in open(path) if l.strip()]
+raw = {r["raw_limit"]: r for r in rows if "raw_limit" in r}
+dlock = {r["workload"]: r for r in rows if "workload" in r and "peer" not in r}
+peers = [r for r in rows if "peer" in r]
+
+print("\ndlock vs kazoo and Curator on ZooKeeper %s (%s), %s s per measurement" % (version, url, seconds))
+def raw_ops(k):
+    return raw[k]["ops_per_s"] if k in raw else None
+if raw:
+    print("raw limit (C client, one session): create+delete %s/s synchronous, %s/s with %s in flight; "
+          "create+getChildren+delete %s/s" % tuple(
+              "%.0f" % x if x is not None else "-" for x in (raw_ops("sync-pairs"), raw_ops("async-pairs"),
+                                                              raw.get("async-pairs", {}).get("in_flight"),
+                                                              raw_ops("sync-triples"))))
+for n in notes:
+    print(n)
+
+hdr = "%-12s %-22s %5s %9s %10s %10s %5s %11s %6s %10s %10s"
+print("\n" + hdr % ("workload", "who", "P×T", "ops/s", "acq p50us", "acq p99us", "lost", "handoffs/s", "Jain",
+                    "vs raw", "dlock/this"))
+def who(r):
+    if "peer" not in r:
+        return "dlock"
+    return r["peer"] + (" (counter in zk)" if r.get("inside", "").startswith("zk") else "")
+def vs_raw(r):
+    # uncontended: against one synchronous create+delete (what a lock+unlock needs at least);
+    # many-keys: against the in-flight pairs (independent locks may overlap their requests).
+    base = raw_ops("async-pairs") if r["workload"] == "many-keys" else raw_ops("sync-pairs")
+    return "%.2f" % (r["ops_per_s"] / base) if base and r["workload"] != "flash-sale" else ""
+for w in ("uncontended", "contended", "many-keys"):
+    group = ([dlock[w]] if w in dlock else []) + [p for p in peers if p["workload"] == w]
+    if w not in dlock:
+        print(hdr % (w, "dlock", "", "(not run)", "", "", "", "", "", "", ""))
+    base = dlock.get(w)
+    for r in group:
+        ratio = "%.2f×" % (base["ops_per_s"] / r["ops_per_s"]) if base and r is not base and r["ops_per_s"] else ""
+        print(hdr % (w, who(r), "%dx%d" % (r["processes"], r["threads"]), "%.0f" % r["ops_per_s"],
+                     "%.0f" % r["acquire_p50_us"], "%.0f" % r["acquire_p99_us"], r["lost_updates"],
+                     "%.1f" % r["owner_changes_per_s"], "%.3f" % r["jain"], vs_raw(r), ratio))
+fs = dlock.get("flash-sale")
+if fs:
+    for m in fs.get("modes", []):
+        print("flash-sale   dlock %-16s %.0f orders/s, oversold %d, Jain %.3f" % (
+            m["mode"], m["orders_per_s"], m["oversold"], m["jain"]))
+c = dlock.get("contended")
+best = max((p for p in peers if p["workload"] == "contended" and not p.get("inside", "").startswith("zk")),
+           key=lambda p: p["ops_per_s"], default=None)
+if c and best:
+    print("\ncontended: dlock = %.2f× the best peer (%s, %.0f/s)" % (c["ops_per_s"] / best["ops_per_s"], who(best),
+                                                                   best["ops_per_s"]))
+print("""
+ops/s: lock+unlock per second (contended: with a non-atomic read+write of a counter inside, in shared
+memory unless "counter in zk", where it is a get+set of a znode: 2 more round trips). handoffs/s:
+acquisitions by another process than the last holder. vs raw: uncontended and contended ops/s ÷ synchronous
+create+delete pairs/s; many-keys ÷ pairs/s with requests in flight.""")
+bad = [r for r in rows if r.get("lost_updates", 0) or any(m.get("oversold", 0) for m in r.get("modes", []))]
+if bad:
+    print("MUTUAL EXCLUSION FAILED in: %s" % ", ".join("%s %s" % (who(r), r["workload"]) for r in bad))
+    sys.exit(1)
+PY
+exit $status
