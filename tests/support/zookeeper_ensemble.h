@@ -23,6 +23,7 @@ class ZooKeeperEnsemble {
   int size() const { return static_cast<int>(nodes_.size()); }
   // zk://127.0.0.1:P1,127.0.0.1:P2,... (every node).
   std::string url() const;
+  int client_port(int node) const { return nodes_[node].client_port; }
   // The answer to a four-letter word ("srvr", "cons"), or "" if none.
   std::string ask(int node, const std::string& word) const;
   // "standalone", "leader", "follower", or "" if not serving.

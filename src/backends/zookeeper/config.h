@@ -21,8 +21,8 @@
 //                         connection dropped: the session may expire without
 //                         our knowing, so stop at once — the safe default) or
 //                         "expiry" (only once the session is known expired,
-//                         or a third of the timeout after the drop, when the
-//                         ensemble may already have expired it)
+//                         or a quarter of the timeout after the drop, ahead of
+//                         the ensemble expiring it)
 #pragma once
 
 #include "core/url.h"

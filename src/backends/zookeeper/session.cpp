@@ -42,24 +42,18 @@ void on_data(int rc, const char*, int, const Stat* stat, const void* data) {
   (*take(data))->finish(rc, nullptr, stat, nullptr);
 }
 
-// Issues one asynchronous call; a call the client refuses outright (e.g.
-// ZINVALIDSTATE after expiry) never reaches a completion: finish it here.
-template <typename Issue>
-CallPtr issue(Issue&& how) {
-  auto call = std::make_shared<Call>();
-  CallPtr* data = adopt(call);
-  if (int rc = how(data); rc != ZOK) {
-    delete data;
-    call->finish(rc, nullptr, nullptr, nullptr);
-  }
-  return call;
-}
 
 }  // namespace
 
 bool Call::wait_until(steady::time_point deadline) {
-  std::unique_lock lk(mu_);
-  return cv_.wait_until(lk, deadline, [&] { return done_; });
+  for (;;) {
+    {
+      std::unique_lock lk(mu_);
+      if (!cv_.wait_until(lk, deadline, [&] { return done_; })) return false;
+      if (rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE) return true;
+    }
+    if (!session_->reissue(shared_from_this(), deadline)) return true;
+  }
 }
 
 void Call::finish(int code, const char* created, const Stat* s, const String_vector* strings) {
@@ -200,29 +194,72 @@ void Session::on_watch(zhandle_t* zh, int type, int, const char*, void* context)
   if (signal) signal->notify(type == ZOO_DELETED_EVENT);
 }
 
-CallPtr Session::create(const std::string& path, int flags) {
-  std::shared_lock hl(handle_mu_);
-  return issue([&](CallPtr* data) {
-    return zoo_acreate2(zh_, path.c_str(), nullptr, -1, acl_, flags, on_string_stat, data);
+CallPtr Session::call(steady::time_point deadline, Call::Issue how) {
+  auto c = std::make_shared<Call>(this, std::move(how));
+  start(c, deadline);
+  return c;
+}
+
+// A call the client refuses outright (ZINVALIDSTATE once the session has
+// expired) never reaches a completion: it is finished here.
+void Session::start(const CallPtr& c, steady::time_point deadline) {
+  for (;;) {
+    int rc;
+    {
+      std::shared_lock hl(handle_mu_);
+      c->generation = context_->generation;
+      CallPtr* data = adopt(c);
+      rc = c->issue_(zh_, data);
+      if (rc != ZOK) delete data;
+    }
+    if (rc == ZOK) return;
+    if (rc != ZINVALIDSTATE || !reissue(c, deadline)) {
+      c->finish(rc, nullptr, nullptr, nullptr);
+      return;
+    }
+  }
+}
+
+bool Session::reissue(const CallPtr& c, steady::time_point deadline) {
+  {
+    std::unique_lock lk(mu_);
+    if (!cv_.wait_until(lk, deadline, [&] { return stopping_ || generation_ != c->generation; }) || stopping_)
+      return false;
+  }
+  {
+    std::lock_guard lk(c->mu_);
+    c->done_ = false;
+    c->rc = ZSYSTEMERROR;
+    c->path.clear();
+    c->children.clear();
+  }
+  start(c, deadline);
+  return true;
+}
+
+CallPtr Session::create(const std::string& path, int flags, steady::time_point deadline) {
+  return call(deadline, [path, flags, acl = acl_](zhandle_t* zh, CallPtr* data) {
+    return zoo_acreate2(zh, path.c_str(), nullptr, -1, acl, flags, on_string_stat, data);
   });
 }
 
-CallPtr Session::get_children(const std::string& path) {
-  std::shared_lock hl(handle_mu_);
-  return issue([&](CallPtr* data) { return zoo_aget_children(zh_, path.c_str(), 0, on_strings, data); });
+CallPtr Session::get_children(const std::string& path, steady::time_point deadline) {
+  return call(deadline, [path](zhandle_t* zh, CallPtr* data) {
+    return zoo_aget_children(zh, path.c_str(), 0, on_strings, data);
+  });
 }
 
-CallPtr Session::remove(const std::string& path) {
-  std::shared_lock hl(handle_mu_);
-  return issue([&](CallPtr* data) { return zoo_adelete(zh_, path.c_str(), -1, on_void, data); });
+CallPtr Session::remove(const std::string& path, steady::time_point deadline) {
+  return call(deadline,
+              [path](zhandle_t* zh, CallPtr* data) { return zoo_adelete(zh, path.c_str(), -1, on_void, data); });
 }
 
-CallPtr Session::exists(const std::string& path) {
-  std::shared_lock hl(handle_mu_);
-  return issue([&](CallPtr* data) { return zoo_aexists(zh_, path.c_str(), 0, on_stat, data); });
+CallPtr Session::exists(const std::string& path, steady::time_point deadline) {
+  return call(deadline,
+              [path](zhandle_t* zh, CallPtr* data) { return zoo_aexists(zh, path.c_str(), 0, on_stat, data); });
 }
 
-CallPtr Session::watch(const std::string& path, const std::shared_ptr<Signal>& signal) {
+CallPtr Session::watch(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline) {
   void* id;
   {
     std::lock_guard lk(watch_mu_);
@@ -232,8 +269,9 @@ CallPtr Session::watch(const std::string& path, const std::shared_ptr<Signal>& s
     }
     id = reinterpret_cast<void*>(static_cast<std::uintptr_t>(signal->id));
   }
-  std::shared_lock hl(handle_mu_);
-  return issue([&](CallPtr* data) { return zoo_awget(zh_, path.c_str(), &Session::on_watch, id, on_data, data); });
+  return call(deadline, [path, id](zhandle_t* zh, CallPtr* data) {
+    return zoo_awget(zh, path.c_str(), &Session::on_watch, id, on_data, data);
+  });
 }
 
 void Session::unwatch(const std::shared_ptr<Signal>& signal) {
@@ -247,7 +285,7 @@ Status Session::create_parents(const std::string& path, steady::time_point deadl
   std::vector<std::string> paths;
   for (auto slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
     paths.push_back(path.substr(0, slash));
-    calls.push_back(create(paths.back(), ZOO_CONTAINER));
+    calls.push_back(create(paths.back(), ZOO_CONTAINER, deadline));
   }
   for (std::size_t i = 0; i < calls.size(); ++i) {
     if (!calls[i]->wait_until(deadline)) return no_reply(step);
@@ -334,7 +372,7 @@ void Session::sweep(std::unique_lock<std::mutex>& lk) {
   const auto deadline = steady::now() + config_.op_timeout;
   // Nodes whose create reply was lost: find them by their marker.
   std::vector<CallPtr> listings;
-  for (const auto& [parent, marker] : markers) listings.push_back(get_children(parent));
+  for (const auto& [parent, marker] : markers) listings.push_back(get_children(parent, deadline));
   std::vector<std::pair<std::string, std::string>> markers_done;
   for (std::size_t i = 0; i < markers.size(); ++i) {
     if (!listings[i]->wait_until(deadline)) continue;
@@ -345,7 +383,7 @@ void Session::sweep(std::unique_lock<std::mutex>& lk) {
     markers_done.push_back(markers[i]);
   }
   std::vector<CallPtr> removals;
-  for (const auto& node : nodes) removals.push_back(remove(node));
+  for (const auto& node : nodes) removals.push_back(remove(node, deadline));
   std::vector<std::string> nodes_done;
   for (std::size_t i = 0; i < nodes.size(); ++i)
     if (removals[i]->wait_until(deadline) && (removals[i]->rc == ZOK || removals[i]->rc == ZNONODE))
@@ -389,10 +427,12 @@ void Session::monitor() {
       }
       for (const auto& w : waiters_) w->notify(false);  // re-check on every change
     }
-    // lost_on=expiry: a third of the timeout after the drop, the ensemble
-    // may already have expired the session without our hearing of it.
+    // lost_on=expiry: the client notices a silent connection after 2/3 of
+    // the timeout, and the ensemble expires the session a full timeout after
+    // it last heard from us — so at most a third later. Give up after a
+    // quarter, ahead of any other client taking the lock.
     if (!config_.lost_on_suspend && !connected_ && suspended_at_ != steady::time_point::max() &&
-        now >= suspended_at_ + negotiated_ / 3 && !held_.empty())
+        now >= suspended_at_ + negotiated_ / 4 && !held_.empty())
       drop_holds(lk);
     // Fixed leases that ran out: the lock is no longer ours to keep.
     for (auto it = held_.begin(); it != held_.end();) {
@@ -411,7 +451,7 @@ void Session::monitor() {
     auto wake = now + std::chrono::seconds(1);
     for (const auto& [node, lease_end] : held_) wake = std::min(wake, lease_end);
     if (!config_.lost_on_suspend && suspended_at_ != steady::time_point::max())
-      wake = std::min(wake, suspended_at_ + negotiated_ / 3);
+      wake = std::min(wake, suspended_at_ + negotiated_ / 4);
     if (connected_ && (!orphans_.empty() || !lost_creates_.empty())) wake = std::min(wake, next_sweep_);
     cv_.wait_until(lk, wake, [&] { return stopping_ || kicked_ || !events_.empty(); });
   }

@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,9 +37,18 @@
 
 namespace dlock::detail::zookeeper {
 
+class Session;
+class Call;
+using CallPtr = std::shared_ptr<Call>;
+
 // One asynchronous call: filled in by the C client's completion thread.
-class Call {
+// A call that meets an expired session is issued again in the next one
+// (everything the old session made is gone, so that is always safe).
+class Call : public std::enable_shared_from_this<Call> {
  public:
+  using Issue = std::function<int(zhandle_t*, CallPtr*)>;
+  Call(Session* session, Issue issue) : session_(session), issue_(std::move(issue)) {}
+
   // false if no reply came by `deadline` (the call may still complete later).
   bool wait_until(steady::time_point deadline);
   void finish(int rc, const char* path, const Stat* stat, const String_vector* children);
@@ -47,13 +57,16 @@ class Call {
   std::string path;       // create: the node's name with its sequence number
   Stat stat{};            // create2, exists, get
   std::vector<std::string> children;
+  std::uint64_t generation = 0;  // the session it was last issued in
 
  private:
+  friend class Session;
+  Session* session_;
+  Issue issue_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
 };
-using CallPtr = std::shared_ptr<Call>;
 
 // Something a thread waits for: a watch fired, the session changed.
 class Signal {
@@ -92,14 +105,15 @@ class Session {
   // The session id (ephemeralOwner of the nodes it creates).
   std::int64_t session_id() const;
 
-  // Asynchronous calls; wait on the returned Call.
-  CallPtr create(const std::string& path, int flags);  // flags: ZOO_EPHEMERAL_SEQUENTIAL, ZOO_CONTAINER, 0
-  CallPtr get_children(const std::string& path);
-  CallPtr remove(const std::string& path);
-  CallPtr exists(const std::string& path);
+  // Asynchronous calls; wait on the returned Call. If the session has just
+  // expired, each first waits (until `deadline`) for its replacement.
+  CallPtr create(const std::string& path, int flags, steady::time_point deadline);  // ZOO_EPHEMERAL_SEQUENTIAL, ZOO_CONTAINER
+  CallPtr get_children(const std::string& path, steady::time_point deadline);
+  CallPtr remove(const std::string& path, steady::time_point deadline);
+  CallPtr exists(const std::string& path, steady::time_point deadline);
   // Reads `path` and leaves a one-shot watch on it that notifies `signal`
   // (no watch is left if the node does not exist: rc ZNONODE).
-  CallPtr watch(const std::string& path, const std::shared_ptr<Signal>& signal);
+  CallPtr watch(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline);
   // Forgets a signal: its watch, if it fires later, notifies nobody.
   void unwatch(const std::shared_ptr<Signal>& signal);
 
@@ -132,6 +146,13 @@ class Session {
   static void on_session_event(zhandle_t* zh, int type, int state, const char* path, void* context);
   static void on_watch(zhandle_t* zh, int type, int state, const char* path, void* context);
   zhandle_t* open_handle(std::uint64_t generation);
+  friend class Call;
+  CallPtr call(steady::time_point deadline, Call::Issue how);
+  // Issues `c` on the current handle; on an expired one, waits (until
+  // `deadline`) for the monitor to open the next session and issues it there.
+  void start(const CallPtr& c, steady::time_point deadline);
+  // After `c` met an expired session: false if no new one by `deadline`.
+  bool reissue(const CallPtr& c, steady::time_point deadline);
   void monitor();
   void drop_holds(std::unique_lock<std::mutex>& lk);
   void sweep(std::unique_lock<std::mutex>& lk);

@@ -136,7 +136,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
 
   Status ping() override {
     const auto deadline = steady::now() + session_.config().op_timeout;
-    auto call = session_.exists("/");
+    auto call = session_.exists("/", deadline);
     if (!call->wait_until(deadline)) return no_reply("ping");
     return to_status(call->rc, "ping", "/");
   }
@@ -163,15 +163,15 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
         Contender once;
         once.node = made->node;
         once.czxid = made->czxid;
-        once.generation = generation;
+        once.generation = made->generation;
         return decide(request, once, path, made->children, sent, deadline, step, false);
       }
       c->node = made->node;
       c->czxid = made->czxid;
-      c->generation = generation;
+      c->generation = made->generation;
       children = std::move(made->children);
     } else {
-      auto list = session_.get_children(path);
+      auto list = session_.get_children(path, deadline);
       if (!list->wait_until(deadline)) return no_reply(step);
       if (list->rc != ZOK && list->rc != ZNONODE) return to_status(list->rc, step, path);
       children = std::move(list->children);
@@ -207,8 +207,9 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       return Status(errc::lock_lost, "unlock '" + request.name +
                                          "': no longer ours (the session was suspended or expired, or the fixed "
                                          "lease ran out); its node is deleted when the ensemble answers");
-    auto call = session_.remove(node);
-    if (!call->wait_until(steady::now() + session_.config().op_timeout)) {
+    const auto deadline = steady::now() + session_.config().op_timeout;
+    auto call = session_.remove(node, deadline);
+    if (!call->wait_until(deadline)) {
       session_.delete_later(node);
       return no_reply(step);
     }
@@ -227,7 +228,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     std::vector<CallPtr> calls(batch.size());
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const std::string& node = static_cast<NodeGrant&>(*batch[i].grant->state).node;
-      if (session_.holds(node)) calls[i] = session_.exists(node);
+      if (session_.holds(node)) calls[i] = session_.exists(node, deadline);
     }
     const std::int64_t session_id = session_.session_id();
     for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -254,13 +255,13 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     const auto deadline = steady::now() + session_.config().op_timeout;
     const std::string step = "force-releasing '" + std::string(name) + "'";
     const std::string path = lock_path(session_.config(), name);
-    auto list = session_.get_children(path);
+    auto list = session_.get_children(path, deadline);
     if (!list->wait_until(deadline)) return no_reply(step);
     if (list->rc == ZNONODE) return {};
     if (list->rc != ZOK) return to_status(list->rc, step, path);
     auto queue = contenders(std::move(list->children));
     if (queue.empty()) return {};
-    auto removal = session_.remove(path + "/" + queue.front());
+    auto removal = session_.remove(path + "/" + queue.front(), deadline);
     if (!removal->wait_until(deadline)) return no_reply(step);
     if (removal->rc == ZNONODE) return {};
     return to_status(removal->rc, step, path);
@@ -278,7 +279,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     std::size_t visited = 0;
     while (!level.empty()) {
       std::vector<CallPtr> calls;
-      for (const auto& name : level) calls.push_back(session_.get_children(name.empty() ? root : base + "/" + name));
+      for (const auto& name : level) calls.push_back(session_.get_children(name.empty() ? root : base + "/" + name, deadline));
       std::vector<std::string> next;
       for (std::size_t i = 0; i < level.size(); ++i) {
         if (!calls[i]->wait_until(deadline)) return no_reply(step);
@@ -301,7 +302,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       level = std::move(next);
     }
     std::vector<CallPtr> stats;
-    for (const auto& h : held) stats.push_back(session_.exists(h.second));
+    for (const auto& h : held) stats.push_back(session_.exists(h.second, deadline));
     std::vector<LockInfo> out;
     for (std::size_t i = 0; i < held.size(); ++i) {
       if (!stats[i]->wait_until(deadline)) return no_reply(step);
@@ -319,6 +320,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   struct Made {
     std::string node;
     std::uint64_t czxid = 0;
+    std::uint64_t generation = 0;  // the session it was made in
     std::vector<std::string> children;
   };
 
@@ -334,8 +336,8 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     auto prefix = node_prefix();
     if (!prefix) return prefix.status();
     for (int attempt = 0;; ++attempt) {
-      auto create = session_.create(path + "/" + *prefix, ZOO_EPHEMERAL_SEQUENTIAL);
-      auto list = session_.get_children(path);
+      auto create = session_.create(path + "/" + *prefix, ZOO_EPHEMERAL_SEQUENTIAL, deadline);
+      auto list = session_.get_children(path, deadline);
       if (!create->wait_until(deadline) || create->rc == ZCONNECTIONLOSS || create->rc == ZOPERATIONTIMEOUT) {
         // It may have been made: find it by its unique prefix and delete it
         // once the ensemble answers; never leave a second node of ours.
@@ -349,10 +351,10 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
         continue;
       }
       if (create->rc != ZOK) return to_status(create->rc, step, path);
-      Made made{create->path, static_cast<std::uint64_t>(create->stat.czxid), {}};
+      Made made{create->path, static_cast<std::uint64_t>(create->stat.czxid), create->generation, {}};
       if (!list->wait_until(deadline) || list->rc != ZOK) {
         // Ours exists but its place is unknown: look again.
-        list = session_.get_children(path);
+        list = session_.get_children(path, deadline);
         if (!list->wait_until(deadline) || list->rc != ZOK) {
           session_.delete_later(made.node);
           return list->rc == ZOK ? no_reply(step) : to_status(list->rc, step, path);
@@ -372,7 +374,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     const auto ours = std::find(queue.begin(), queue.end(), basename(c.node));
     if (ours == queue.begin()) return grant(request, c, sent);
     if (!waiting) {
-      auto removal = session_.remove(c.node);
+      auto removal = session_.remove(c.node, deadline);
       if (!removal->wait_until(deadline) || (removal->rc != ZOK && removal->rc != ZNONODE))
         session_.delete_later(c.node);
       return Attempt(Busy{});
@@ -388,7 +390,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     const std::string predecessor = path + "/" + *(ours - 1);
     c.predecessor_was_head = head;
     (void)c.signal->take_deleted();  // about an earlier predecessor
-    auto watched = session_.watch(predecessor, c.signal);
+    auto watched = session_.watch(predecessor, c.signal, deadline);
     if (!watched->wait_until(deadline)) return no_reply(step);
     if (watched->rc == ZNONODE) c.signal->notify(head);  // gone before we watched: look again now
     else if (watched->rc != ZOK) return to_status(watched->rc, step, predecessor);

@@ -1,0 +1,286 @@
+// ZooKeeper under faults: a holder cut off from the ensemble, a dropped
+// connection under each lost_on policy, killed holders and waiters (no
+// nodes left behind), a leader killed in a 3-node ensemble, a stopped
+// server, a session timeout the ensemble won't grant, and ACLs. Each test
+// runs its own servers (java children that die with the test) because it
+// kills, pauses or relays them.
+#include "child_process.h"
+#include "fenced_resource.h"
+#include "servers.h"
+#include "tcp_proxy.h"
+#include "zookeeper_ensemble.h"
+
+#include <dlock/dlock.h>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <zookeeper/zookeeper.h>
+
+#include <atomic>
+#include <thread>
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+// The children of `path`, read with the C client directly (not through
+// dlock): what is really left on the ensemble.
+std::optional<std::vector<std::string>> children_of(const std::string& hosts, const std::string& path) {
+  zhandle_t* zh = zookeeper_init(hosts.c_str(), nullptr, 5000, nullptr, nullptr, 0);
+  if (!zh) return std::nullopt;
+  const auto until = steady::now() + scaled(10s);
+  while (zoo_state(zh) != ZOO_CONNECTED_STATE && steady::now() < until) std::this_thread::sleep_for(20ms);
+  String_vector strings{};
+  std::optional<std::vector<std::string>> out;
+  int rc = zoo_get_children(zh, path.c_str(), 0, &strings);
+  if (rc == ZOK) {
+    out.emplace();
+    for (int i = 0; i < strings.count; ++i) out->emplace_back(strings.data[i]);
+    deallocate_String_vector(&strings);
+  } else if (rc == ZNONODE) {
+    out.emplace();
+  }
+  zookeeper_close(zh);
+  return out;
+}
+
+// How many children `path` has (0 if it doesn't exist), -1 if unknown.
+int count_children(const std::string& hosts, const std::string& path) {
+  auto children = children_of(hosts, path);
+  return children ? static_cast<int>(children->size()) : -1;
+}
+
+// Waits until `done` or `limit`; true if done.
+template <typename F>
+bool eventually(F done, std::chrono::milliseconds limit) {
+  const auto until = steady::now() + scaled(limit);
+  while (!done()) {
+    if (steady::now() >= until) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+class ZooKeeperFault : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { ::setenv("DLOCK_ZK_LOG", "0", 0); }
+  std::string root() const { return "/" + unique_name(dir_.path()); }
+  std::string hosts(const ZooKeeperEnsemble& zk) const { return zk.url().substr(5); }
+  TempDir dir_;
+};
+
+TEST_F(ZooKeeperFault, CutOffHolderLearnsItLostBeforeAnotherTakesIt) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  TcpProxy proxy(zk.client_port(0));
+  FencedResource resource(dir_.path() + "/resource", true);
+  auto holder = connect("zk://127.0.0.1:" + std::to_string(proxy.port()) + root() + "?session_timeout=2s");
+  auto m = holder->mutex("cut");
+  m.lock();
+  const auto stale = m.token();
+  ASSERT_TRUE(resource.write(stale, 1));
+  std::atomic<steady::rep> lost_at{0};
+  std::stop_callback on_lost(m.stop_token(), [&] { lost_at = steady::now().time_since_epoch().count(); });
+
+  proxy.black_hole(true);  // a partition: nothing passes, nothing is closed
+  auto other = connect(zk.url() + root() + "?session_timeout=2s");
+  auto m2 = other->mutex("cut");
+  ASSERT_TRUE(m2.try_lock_for(scaled(15s))) << "the cut-off holder's session never expired";
+  const auto taken_at = steady::now().time_since_epoch().count();
+  ASSERT_NE(lost_at.load(), 0) << "another client took the lock before the holder learnt it had lost it";
+  EXPECT_LT(lost_at.load(), taken_at);
+  EXPECT_TRUE(m.lost());
+  EXPECT_GT(m2.token(), stale);
+  EXPECT_TRUE(resource.write(m2.token(), 2));
+  EXPECT_FALSE(resource.write(stale, 1)) << "the cut-off holder's stale write was accepted";
+
+  proxy.black_hole(false);
+  EXPECT_EQ(m.unlock_checked().code(), errc::lock_lost);
+  EXPECT_FALSE(holder->mutex("cut").try_lock()) << "the old holder's unlock freed the new holder's lock";
+  const auto second = m2.token();
+  m2.unlock();
+  // The cut-off client goes on with a new session.
+  auto again = holder->mutex("cut");
+  ASSERT_TRUE(again.try_lock_for(scaled(15s)));
+  EXPECT_GT(again.token(), second);
+  again.unlock();
+}
+
+TEST_F(ZooKeeperFault, DroppedConnectionLosesTheLockAndFreesItUnderTheSafePolicy) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  TcpProxy proxy(zk.client_port(0));
+  // A long session: if the lock is free soon, it is because the holder
+  // deleted its node, not because the session expired.
+  auto holder = connect("zk://127.0.0.1:" + std::to_string(proxy.port()) + root() + "?session_timeout=10s");
+  auto m = holder->mutex("drop");
+  m.lock();
+  proxy.cut();  // the client reconnects at once, same session
+  EXPECT_TRUE(eventually([&] { return m.lost(); }, 3s)) << "a suspended session must count as lost (lost_on=suspend)";
+  auto other = connect(zk.url() + root());
+  auto m2 = other->mutex("drop");
+  const auto start = steady::now();
+  ASSERT_TRUE(m2.try_lock_for(scaled(8s)));
+  EXPECT_LT(steady::now() - start, scaled(5s)) << "the dropped hold's node was left until the session expired";
+  EXPECT_EQ(m.unlock_checked().code(), errc::lock_lost);
+  m2.unlock();
+}
+
+TEST_F(ZooKeeperFault, DroppedConnectionKeepsTheLockUnderTheExpiryPolicy) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  TcpProxy proxy(zk.client_port(0));
+  auto holder = connect("zk://127.0.0.1:" + std::to_string(proxy.port()) + root() +
+                        "?session_timeout=4s&lost_on=expiry");
+  auto m = holder->mutex("drop", {.lease = 1s});
+  m.lock();
+  const auto renewals = holder->stats().renewals;
+  proxy.cut();
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_FALSE(m.lost()) << "the session survived the dropped connection; the lock should have too";
+  auto other = connect(zk.url() + root());
+  EXPECT_FALSE(other->mutex("drop").try_lock());
+  EXPECT_GT(holder->stats().renewals, renewals) << "renewals stopped after the reconnect";
+  EXPECT_TRUE(m.unlock_checked().ok());
+  EXPECT_TRUE(other->mutex("drop").try_lock_for(scaled(3s)));
+}
+
+TEST_F(ZooKeeperFault, KilledHoldersAndWaitersLeaveNoNodes) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  FencedResource resource(dir_.path() + "/resource", true);
+  const std::string url = zk.url() + root() + "?session_timeout=2s";
+  auto start_worker = [&] {
+    return std::make_unique<ChildProcess>(
+        std::vector<std::string>{DLOCK_TEST_WORKER, "hold", url, "killed", "30000", "watchdog", dir_.path() + "/resource"});
+  };
+  auto holder = start_worker();
+  auto line = holder->read_line(scaled(10s));
+  ASSERT_TRUE(line && line->starts_with("acquired ")) << line.value_or("<nothing>");
+  auto waiter = start_worker();  // queues behind the holder
+  auto dies_waiting = start_worker();
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/killed") == 3; }, 10s));
+
+  dies_waiting->signal(SIGKILL);  // a waiter that dies: its node goes with its session
+  holder->signal(SIGKILL);
+  auto next = waiter->read_line(scaled(10s));
+  ASSERT_TRUE(next && next->starts_with("acquired ")) << "the waiter never got the dead holder's lock";
+  waiter->signal(SIGKILL);
+
+  auto c = connect(url);
+  auto m = c->mutex("killed");
+  ASSERT_TRUE(m.try_lock_for(scaled(10s)));
+  m.unlock();
+  c.reset();
+  EXPECT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/killed") == 0; }, 5s))
+      << "nodes of dead clients were left behind";
+}
+
+TEST_F(ZooKeeperFault, LeaderKilledWhileHeldNoSecondHolderAndTheLockGoesOn) {
+  ZooKeeperEnsemble zk(dir_.path(), 3);
+  FencedResource resource(dir_.path() + "/resource", true);
+  const std::string url = zk.url() + root() + "?session_timeout=6s&lost_on=expiry";
+  auto holder = connect(url);
+  auto m = holder->mutex("failover", {.lease = 3s});
+  m.lock();
+  const auto first = m.token();
+  ASSERT_TRUE(resource.write(first, 1));
+  auto rival = connect(url);
+  auto r = rival->mutex("failover");
+  ASSERT_FALSE(r.try_lock());
+
+  const int leader = zk.leader();
+  ASSERT_GE(leader, 0);
+  zk.kill(leader);
+  // Until a new leader serves, and for a while after: never a second holder.
+  const auto until = steady::now() + scaled(8s);
+  bool reelected = false;
+  while (steady::now() < until) {
+    try {
+      EXPECT_FALSE(r.try_lock()) << "a second holder during the failover";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::unavailable) << e.what();  // no quorum yet
+    }
+    if (!reelected) reelected = zk.wait_serving(10ms);
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(reelected || zk.wait_serving(scaled(20s))) << "no new leader";
+  EXPECT_FALSE(m.lost()) << "the holder's session should survive a leader change";
+  EXPECT_TRUE(resource.write(first, 1)) << "the holder's token was refused after the failover";
+  EXPECT_TRUE(m.unlock_checked().ok());
+  ASSERT_TRUE(r.try_lock_for(scaled(10s))) << "the lock does not work after the re-election";
+  EXPECT_GT(r.token(), first) << "tokens must grow across a leader change (the zxid's epoch)";
+  EXPECT_TRUE(resource.write(r.token(), 2));
+  r.unlock();
+  zk.start(leader);  // rejoins as a follower
+  EXPECT_TRUE(zk.wait_serving(scaled(20s)));
+}
+
+TEST_F(ZooKeeperFault, StoppedServerCallsFailWithinTheirTimeout) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  auto c = connect(zk.url() + root(), {.op_timeout = 1s});
+  auto m = c->mutex("stopped");
+  ::kill(zk.pid(0), SIGSTOP);
+  const auto start = steady::now();
+  try {
+    m.lock();
+    ADD_FAILURE() << "locked on a stopped server";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), errc::unavailable) << e.what();
+  }
+  EXPECT_LT(steady::now() - start, 1s + scaled(1s));
+  EXPECT_FALSE(c->ping().ok());
+  ::kill(zk.pid(0), SIGCONT);
+  EXPECT_TRUE(eventually([&] { return c->ping().ok(); }, 10s));
+  ASSERT_TRUE(m.try_lock_for(scaled(10s)));
+  m.unlock();
+}
+
+TEST_F(ZooKeeperFault, SessionTimeoutTheEnsembleWontGrantIsRefused) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);  // maxSessionTimeout 10 s
+  auto r = connect_checked(zk.url() + root() + "?session_timeout=30s");
+  EXPECT_EQ(r.code(), errc::invalid_argument);
+  EXPECT_NE(r.status().message().find("session_timeout"), std::string::npos) << r.status().message();
+  auto ok = connect(zk.url() + root() + "?session_timeout=3s");
+  EXPECT_EQ(ok->session_timeout(), std::optional<std::chrono::milliseconds>(3s));
+}
+
+TEST_F(ZooKeeperFault, NodesMadeWithCredentialsAreTheirsAlone) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  const std::string at = zk.url().substr(5) + root();
+  auto alice = connect("zk://alice:wonder@" + at);
+  auto m = alice->mutex("acl");
+  m.lock();
+  for (const std::string& who : {std::string("zk://bob:builder@"), std::string("zk://")}) {
+    auto c = connect(who + at);
+    try {
+      (void)c->mutex("acl").try_lock();
+      ADD_FAILURE() << who << " could use alice's lock";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("ACL"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(m.lost());
+  }
+  EXPECT_TRUE(m.unlock_checked().ok());
+}
+
+TEST_F(ZooKeeperFault, NamesZooKeeperCannotHoldAreRefused) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  auto c = connect(zk.url() + root());
+  for (const char* bad : {"a//b", "a/", "/a", "a/../b", "./a", "_c_1234-lock-0000000001", "x/y-lock-z",
+                                 "a/__READ__1"}) {
+    try {
+      (void)c->mutex(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::invalid_argument) << bad;
+      EXPECT_NE(std::string(e.what()).find("name"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(count_children(hosts(zk), root()), 0) << "a refused name created nodes";
+  auto nested = c->mutex("orders/eu/42");  // segments are fine
+  ASSERT_TRUE(nested.try_lock());
+  nested.unlock();
+}
+
+}  // namespace
+}  // namespace dlock::test
