@@ -13,6 +13,7 @@
 
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -87,17 +88,41 @@ TEST_F(Cli, RunExitCodes) {
   EXPECT_EQ(dlock(run_args("busy", {"--wait", "0"}, {"/bin/true"})).first, 0);
 }
 
+// The descriptor numbers in `ls -l /proc/<pid>/fd` output, but not the one
+// ls reads that directory with.
+std::set<int> descriptors(const std::string& listing) {
+  std::set<int> fds;
+  std::istringstream lines(listing);
+  for (std::string line; std::getline(lines, line);) {
+    auto arrow = line.find(" -> ");
+    if (arrow == std::string::npos || line.find("/proc/", arrow) != std::string::npos) continue;
+    fds.insert(std::stoi(line.substr(line.rfind(' ', arrow - 1) + 1)));
+  }
+  return fds;
+}
+
 TEST_F(Cli, NoLockDescriptorLeaksIntoTheCommand) {
   std::vector<std::string> backends{url(), "sqlite://" + dir_.path() + "/leak.db"};
 #ifdef DLOCK_WITH_REDIS
   backends.push_back(server_url("redis") + "/0?prefix=" + unique_prefix(dir_.path()));
 #endif
+#ifdef DLOCK_WITH_ZOOKEEPER
+  backends.push_back(server_url("zookeeper") + "/" + unique_name(dir_.path()));
+#endif
+  // What the command gets when run without dlock.
+  ChildProcess direct({"/bin/sh", "-c", "ls -l /proc/$$/fd"});
+  std::string baseline;
+  while (auto line = direct.read_line(scaled(10s))) baseline += *line + "\n";
+  ASSERT_TRUE(direct.wait(scaled(5s)));
   for (const auto& backend : backends) {
     auto [status, out] = dlock({"run", "--backend", backend, "leak", "--", "/bin/sh", "-c", "ls -l /proc/$$/fd"});
     EXPECT_EQ(status, 0) << backend;
     // Only the shell's own stdin, stdout and stderr (and the fd ls reads).
     for (const char* leak : {".lock", ".db", "inotify", "socket:", "eventfd", "anon_inode"})
       EXPECT_EQ(out.find(leak), std::string::npos) << backend << " leaked " << leak << ":\n" << out;
+    // No descriptor beyond those the command would get without dlock (what
+    // this test process itself passes on), e.g. a client library's pipes.
+    EXPECT_EQ(descriptors(out), descriptors(baseline)) << backend << " leaked:\n" << out << "without dlock:\n" << baseline;
   }
 }
 
@@ -187,6 +212,9 @@ TEST_F(Cli, DemoJsonNeverOversellsWithALock) {
   std::vector<std::string> backends{url(), "sqlite://" + dir_.path() + "/demo.db"};
 #ifdef DLOCK_WITH_REDIS
   backends.push_back(server_url("redis") + "/0?prefix=" + unique_prefix(dir_.path()));  // stock in Redis too
+#endif
+#ifdef DLOCK_WITH_ZOOKEEPER
+  backends.push_back(server_url("zookeeper") + "/" + unique_name(dir_.path()));
 #endif
   for (const std::string& backend : backends) {
     auto [status, out] = dlock({"demo", "--backend", backend, "--stock", "1000", "--json"}, 120s);

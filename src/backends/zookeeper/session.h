@@ -159,6 +159,7 @@ class Session {
 
   const Config config_;
   const ACL_vector* acl_;
+  const std::set<int> ports_;  // the ensemble's client ports
 
   mutable std::shared_mutex handle_mu_;  // exclusive only to replace zh_
   zhandle_t* zh_ = nullptr;
