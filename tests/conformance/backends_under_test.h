@@ -22,6 +22,8 @@ struct BackendUnderTest {
   bool frees_at_once_on_death;
   // Whether waiters are woken by the store (else they poll with backoff).
   bool notifies;
+  // Whether a release wakes one waiter, not every one that waits.
+  bool wakes_one;
 };
 
 // gtest prints the parameter by its name, not its bytes.
@@ -30,14 +32,14 @@ inline void PrintTo(const BackendUnderTest& backend, std::ostream* os) { *os << 
 inline std::vector<BackendUnderTest> backends_under_test() {
   std::vector<BackendUnderTest> all;
 #ifdef DLOCK_WITH_FILE
-  all.push_back({"file", [](const std::string& dir) { return "file://" + dir + "/locks"; }, true, true});
+  all.push_back({"file", [](const std::string& dir) { return "file://" + dir + "/locks"; }, true, true, false});
 #endif
 #ifdef DLOCK_WITH_SQLITE
-  all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false, false});
+  all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false, false, false});
 #endif
 #ifdef DLOCK_WITH_REDIS
   all.push_back({"redis", [](const std::string& dir) { return server_url("redis") + "/0?prefix=" + unique_prefix(dir); },
-                 false, true});
+                 false, true, true});
 #endif
   return all;
 }
