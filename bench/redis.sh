@@ -7,8 +7,8 @@
 # dir) and stops it on exit. Then, against the same server:
 #   (a) the raw limit: redis-benchmark PING (the RESP form clients send) over 1 connection,
 #       1 connection pipelined 16 deep, and 64 connections;
-#   (b) dlock bench --backend REDIS_URL: uncontended, contended (4 processes),
-#       many-keys (--threads 64), flash-sale — skipped, and said so, if this dlock has no
+#   (b) dlock bench --backend REDIS_URL: uncontended, contended (4 processes, and again
+#       with --fair), many-keys (--threads 64), flash-sale — skipped, and said so, if this dlock has no
 #       redis backend yet;
 #   (c) bench/peers/redis_py_peer.py for the same workloads (contended and flash-sale with
 #       redis-py's default sleep=0.1 and with sleep=0.001, contended also with the counter
@@ -134,7 +134,8 @@ fi
 for candidate in "${bins[@]}"; do
   [[ -n "$bin" ]] && break
   if [[ ! -x "$candidate" ]]; then dlock_note="no dlock binary at '$candidate'"; continue; fi
-  for spec in "uncontended" "contended --processes 4" "many-keys --threads 64" "flash-sale"; do
+  for spec in "uncontended" "contended --processes 4" "contended --processes 4 --fair" "many-keys --threads 64" \
+              "flash-sale"; do
     read -r workload _ <<<"$spec"
     echo "running $candidate bench $spec (${seconds}s + reference)..." >&2
     # shellcheck disable=SC2086
@@ -186,7 +187,7 @@ import json, sys
 path, url, seconds, version, note = sys.argv[1:6]
 rows = [json.loads(l) for l in open(path) if l.strip()]
 raw = {r["raw_limit"]: r for r in rows if "raw_limit" in r}
-dl = {r["workload"]: r for r in rows if "workload" in r and "peer" not in r}
+dl = {r["workload"] + (" fair" if r.get("fair") else ""): r for r in rows if "workload" in r and "peer" not in r}
 peers = [r for r in rows if r.get("peer") == "redis-py"]
 
 def label(p):
@@ -210,26 +211,32 @@ print("  1 conn %s   1 conn pipelined x16 %s   64 conns %s" % tuple(raw_fmt(k) f
 if note:
     print("dlock: NOT BUILT — %s" % note)
 
-hdr = "%-12s %-24s %6s %11s %10s %10s %6s %11s %6s %9s %12s"
+hdr = "%-12s %-24s %6s %11s %10s %10s %6s %11s %9s %6s %9s %12s"
 print("\n" + hdr % ("workload", "who", "P×T", "ops/s", "acq p50us", "acq p99us", "lost", "handoffs/s",
-                    "Jain", "vs ownraw", "dlock/this"))
+                    "wake/hoff", "Jain", "vs ownraw", "dlock/this"))
 def lock_row(workload, who, r, base):
     ratio = "%.2f×" % (base["ops_per_s"] / r["ops_per_s"]) if base and r is not base and r["ops_per_s"] else ""
     print(hdr % (workload, who, "%dx%d" % (r["processes"], r["threads"]), "%.0f" % r["ops_per_s"],
                  "%.1f" % r["acquire_p50_us"], "%.1f" % r["acquire_p99_us"], r["lost_updates"],
-                 "%.1f" % r["owner_changes_per_s"], "%.3f" % r["jain"],
+                 "%.1f" % r["owner_changes_per_s"], fmt(r.get("wakeups_per_handoff"), "%.3f"), "%.3f" % r["jain"],
                  fmt(r.get("ratio_vs_raw"), "%.3f"), ratio))
+fair_vs = []
 for w in ("uncontended", "contended", "many-keys"):
     d = dl.get(w)
     if d:
         lock_row(w, "dlock", d, d)
     else:
-        print(hdr % (w, "dlock", "", "(not built)" if note else "(failed)", "", "", "", "", "", "", ""))
+        print(hdr % (w, "dlock", "", "(not built)" if note else "(failed)", "", "", "", "", "", "", "", ""))
+    if dl.get(w + " fair"):
+        f = dl[w + " fair"]
+        lock_row("", "dlock fair", f, f)
+        fair_vs = ["%s %.2f×" % (label(p), f["ops_per_s"] / p["ops_per_s"])
+                   for p in peers if p["workload"] == w and p["ops_per_s"]]
     ps = [p for p in peers if p["workload"] == w]
     for p in ps:
         lock_row(w, label(p), p, d)
     if not ps:
-        print(hdr % (w, "redis-py", "", "(failed)", "", "", "", "", "", "", ""))
+        print(hdr % (w, "redis-py", "", "(failed)", "", "", "", "", "", "", "", ""))
 
 fhdr = "%-12s %-24s %6s %11s %10s %10s %8s %6s %8s %12s"
 print("\n" + fhdr % ("flash-sale", "who", "P×T", "orders/s", "p50 ms", "p99 ms", "oversold", "Jain", "orders",
@@ -251,6 +258,8 @@ for p in peers:
         for m in p["modes"]:
             sale_row(label(p), p, m)
 
+if fair_vs:
+    print("dlock fair / redis-py contended: " + ", ".join(fair_vs))
 single = raw.get("single", {}).get("ping_per_s")
 piped = raw.get("pipelined", {}).get("ping_per_s")
 print()
@@ -271,6 +280,8 @@ client's own ping/s with the same P×T ÷ round trips per op) — dlock: Client:
 redis.Redis.ping(), 2 per op, 4 when the counter or the stock is read and written in Redis.
 redis-py contended/flash-sale keep the counter/stock in Redis (GET+SET inside the lock, 2 more round trips
 per op than dlock bench, which keeps them in shared memory); "shm" is the like-for-like contended row.
+wake/hoff: waits a notification ended per handoff (the lock went to another process; dlock's ClientStats::wakeups,
+measured; 1.0 = one waiter woken per handoff; without --fair a woken waiter may lose to the releaser re-taking it).
 sleep=S: redis-py's Lock polls (SET NX, then sleep S) while another holder has the key; its default is 0.1.
 flash-sale orders marked * sold out before the time limit.""")
 lost = [r for r in rows if r.get("lost_updates", 0) != 0 or any(m.get("oversold", 0) for m in r.get("modes", []))]

@@ -52,6 +52,11 @@ struct ClientStats {
   std::uint64_t renewals = 0;         // leases the store extended
   std::uint64_t renewal_batches = 0;  // renewal round trips (one per batch of due leases)
   std::uint64_t leases_lost = 0;      // holds marked lost (lost() turned true)
+  // Waits for a busy lock that the store's notification ended before the
+  // waiter's own retry time (spurious wake-ups included; backends without
+  // notifications: 0). One per handoff is ideal; more means a release woke
+  // waiters that then found the lock taken.
+  std::uint64_t wakeups = 0;
 };
 
 class Client {

@@ -18,7 +18,8 @@ constexpr std::chrono::milliseconds expiry_margin{1};
 }  // namespace
 
 Result<std::optional<Grant>> acquire(LockDriver& driver, const LockRequest& request,
-                                     steady::time_point deadline, const ClientOptions& options) {
+                                     steady::time_point deadline, const ClientOptions& options,
+                                     std::atomic<std::uint64_t>& wakeups) {
   Backoff backoff(std::chrono::milliseconds(1), options.max_backoff);
   std::unique_ptr<Waiter> waiter;
   bool subscribed = false;
@@ -49,6 +50,7 @@ Result<std::optional<Grant>> acquire(LockDriver& driver, const LockRequest& requ
     if (waiter) {
       wake = std::min(wake, now + notification_safety_net);
       if (Status s = waiter->wait_until(wake); !s) return s;
+      if (steady::now() < wake) wakeups.fetch_add(1, std::memory_order_relaxed);
     } else {
       wake = std::min(wake, now + backoff.next());
       std::this_thread::sleep_until(wake);

@@ -3,6 +3,8 @@
 
 #include "core/driver.h"
 
+#include <atomic>
+#include <cstdint>
 #include <optional>
 
 namespace dlock::detail {
@@ -11,8 +13,11 @@ namespace dlock::detail {
 // subscribe to the backend's notification and wait for it — or, on a
 // backend without notifications, back off with jitter — and try again.
 // Always makes at least one attempt. nullopt: not acquired by the deadline.
-// An error (e.g. unavailable) ends the loop at once.
+// An error (e.g. unavailable) ends the loop at once. Adds to `wakeups` each
+// wait that ended before its retry time (a notification woke it, or a
+// spurious wake-up did): what a herd of woken waiters would show.
 Result<std::optional<Grant>> acquire(LockDriver& driver, const LockRequest& request,
-                                     steady::time_point deadline, const ClientOptions& options);
+                                     steady::time_point deadline, const ClientOptions& options,
+                                     std::atomic<std::uint64_t>& wakeups);
 
 }  // namespace dlock::detail

@@ -49,7 +49,7 @@ Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& o
   LockRequest request{name, owner_for_this_thread(client_id_), options.lease, options.lease_mode, options.fair};
   Grant grant;
   for (;;) {
-    auto got = detail::acquire(backend_->locks(), request, deadline, options_);
+    auto got = detail::acquire(backend_->locks(), request, deadline, options_, wakeups_);
     if (!got) return got.status();
     if (!*got) return false;
     grant = std::move(**got);
@@ -133,6 +133,7 @@ ClientStats ClientState::stats() const {
   out.renewals = k.renewals;
   out.renewal_batches = k.batches;
   out.leases_lost = leases_lost_.load();
+  out.wakeups = wakeups_.load();
   return out;
 }
 

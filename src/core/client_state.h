@@ -58,6 +58,7 @@ class ClientState {
   std::atomic<std::uint64_t> releases_{0};
   std::atomic<std::uint64_t> failed_releases_{0};
   std::atomic<std::uint64_t> leases_lost_{0};
+  std::atomic<std::uint64_t> wakeups_{0};
   std::unique_ptr<LeaseKeeper> keeper_;
 };
 

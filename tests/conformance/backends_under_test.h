@@ -22,6 +22,8 @@ struct BackendUnderTest {
   bool frees_at_once_on_death;
   // Whether waiters are woken by the store (else they poll with backoff).
   bool notifies;
+  // Whether a release wakes one waiter, not every one that waits.
+  bool wakes_one;
   // Whether list_locks() reports the lease left (else the lock lives as
   // long as its holder's session).
   bool reports_remaining = true;
@@ -33,14 +35,14 @@ inline void PrintTo(const BackendUnderTest& backend, std::ostream* os) { *os << 
 inline std::vector<BackendUnderTest> backends_under_test() {
   std::vector<BackendUnderTest> all;
 #ifdef DLOCK_WITH_FILE
-  all.push_back({"file", [](const std::string& dir) { return "file://" + dir + "/locks"; }, true, true});
+  all.push_back({"file", [](const std::string& dir) { return "file://" + dir + "/locks"; }, true, true, false});
 #endif
 #ifdef DLOCK_WITH_SQLITE
-  all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false, false});
+  all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false, false, false});
 #endif
 #ifdef DLOCK_WITH_REDIS
   all.push_back({"redis", [](const std::string& dir) { return server_url("redis") + "/0?prefix=" + unique_prefix(dir); },
-                 false, true});
+                 false, true, true});
 #endif
 #ifdef DLOCK_WITH_ZOOKEEPER
   // A short session timeout, so that a dead or stopped holder's lock is
@@ -49,7 +51,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                  [](const std::string& dir) {
                    return server_url("zookeeper") + "/" + unique_name(dir) + "?session_timeout=2s";
                  },
-                 false, true, false});
+                 false, true, true, false});
 #endif
   return all;
 }

@@ -12,9 +12,11 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace dlock::test {
 namespace {
@@ -172,6 +174,41 @@ TEST_P(Conformance, ReleaseWakesAWaiterPromptly) {
   // backends, the backoff cap (ClientOptions::max_backoff, 100 ms).
   const auto bound = GetParam().notifies ? scaled(150ms) : scaled(300ms);
   EXPECT_LT(woke_after_us.load(), std::chrono::duration_cast<std::chrono::microseconds>(bound).count());
+}
+
+// Several threads of one client wait; the lock passes through all of them,
+// one release each. The client's wake-up counter sees how many waits each
+// release ended: one per handoff where the store wakes one waiter (a herd
+// would be 4 + 3 + 2 + 1 = 10), at least one where it notifies at all.
+TEST_P(Conformance, ReleaseWakesOneWaiterNotAll) {
+  if (!GetParam().notifies) GTEST_SKIP() << "waiters poll: nothing wakes them";
+  constexpr int waiters = 4;
+  auto holder = client();
+  auto waiting = client();
+  auto held = holder->mutex(lock_name());
+  held.lock();
+  std::atomic<int> acquired{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < waiters; ++i)
+    threads.emplace_back([&] {
+      auto m = waiting->mutex(lock_name());
+      if (!m.try_lock_for(scaled(20s))) return;
+      ++acquired;
+      std::this_thread::sleep_for(50ms);  // the others keep waiting meanwhile
+      m.unlock();
+    });
+  std::this_thread::sleep_for(300ms);  // let them all wait
+  held.unlock();
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(acquired.load(), waiters);
+  const auto wakeups = waiting->stats().wakeups;
+  std::printf("%llu wake-ups for %d handoffs\n", static_cast<unsigned long long>(wakeups), waiters);
+  EXPECT_GE(wakeups, 1u) << "no wait was ended by a notification";
+  // A little slack: a woken waiter can lose the free lock to another
+  // waiter's safety-net retry and be woken once more later.
+  if (GetParam().wakes_one) {
+    EXPECT_LE(wakeups, static_cast<std::uint64_t>(waiters + 2)) << "releases woke a herd";
+  }
 }
 
 TEST_P(Conformance, TokensStrictlyIncreaseAcrossClients) {

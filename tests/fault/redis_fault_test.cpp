@@ -176,6 +176,25 @@ TEST_F(RedisFault, WrongPasswordIsAClearErrorWithoutTheSecret) {
   m.unlock();
 }
 
+// Host names are looked up by the backend within op_timeout (hiredis's own
+// lookup has no timeout). The server listens on 127.0.0.1 only, so
+// "localhost" works only if its IPv4 address is the one chosen.
+TEST_F(RedisFault, HostNamesAreLookedUpWithinTheCallTimeout) {
+  auto client = dlock::connect("redis://localhost:" + port(), {.op_timeout = 2s});
+  auto m = client->mutex("by-name");
+  EXPECT_TRUE(m.try_lock());
+  m.unlock();
+  const auto start = steady::now();
+  try {
+    (void)dlock::connect("redis://no-such-host.invalid:" + port(), {.op_timeout = 500ms});
+    ADD_FAILURE() << "connected to a host name that does not exist";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), errc::unavailable) << e.what();
+    EXPECT_NE(std::string(e.what()).find("host name"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(steady::now() - start, scaled(1500ms)) << "the lookup overran op_timeout (500ms)";
+}
+
 TEST_F(RedisFault, KeyOfAnotherTypeIsRefusedAndLeftAlone) {
   auto client = dlock::connect(base_url() + "/0?prefix=wt:");
   auto m = client->mutex("typed");

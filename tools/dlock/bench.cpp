@@ -51,6 +51,7 @@ struct LockStore {
   std::atomic<std::int64_t> counter;         // incremented non-atomically under the key
   std::atomic<std::int32_t> last_pid;        // process that held the key last
   std::atomic<std::uint64_t> owner_changes;  // acquisitions by another process than the last holder
+  std::atomic<std::uint64_t> wakeups;        // ClientStats::wakeups, summed over the processes
 };
 
 struct LoopConfig {
@@ -79,6 +80,7 @@ struct LoopResult {
   LatencyHistogram release{};
   std::int64_t lost_updates = 0;
   std::uint64_t owner_changes = 0;
+  std::uint64_t wakeups = 0;  // waits a notification ended (ClientStats::wakeups of every process)
   std::vector<std::uint64_t> shares;  // per process (one key) or per thread (own keys)
   std::string stopped;
   RawResult raw;
@@ -170,6 +172,7 @@ LoopResult run_lock_loop(const LoopConfig& config) {
           if (client->stats().failed_releases != 0)
             throw std::runtime_error("unlock failed " + std::to_string(client->stats().failed_releases) + " times");
         });
+        store.wakeups.fetch_add(client->stats().wakeups, std::memory_order_relaxed);
       },
       config.seconds);
 
@@ -191,6 +194,7 @@ LoopResult run_lock_loop(const LoopConfig& config) {
   const std::uint64_t counted = config.key_per_thread ? private_total : static_cast<std::uint64_t>(store.counter.load());
   r.lost_updates = static_cast<std::int64_t>(r.ops) - static_cast<std::int64_t>(counted);
   r.owner_changes = store.owner_changes.load();
+  r.wakeups = store.wakeups.load();
   r.seconds = std::chrono::duration<double>(group.end_time() - group.start_time()).count();
   r.ops_per_s = r.seconds > 0 ? static_cast<double>(r.ops) / r.seconds : 0;
   r.stopped = stop_summary(group);
@@ -202,6 +206,11 @@ LoopResult run_lock_loop(const LoopConfig& config) {
 }
 
 double ratio_vs_raw(const LoopResult& r) { return r.raw.per_s > 0 ? r.ops_per_s / (r.raw.per_s / 2) : 0; }
+
+// Wake-ups per real handoff (the lock went to another process); 0 if none.
+double wakeups_per_handoff(const LoopResult& r) {
+  return r.owner_changes > 0 ? static_cast<double>(r.wakeups) / static_cast<double>(r.owner_changes) : 0;
+}
 
 void print_loop(const std::string& workload, const LoopConfig& c, const LoopResult& r, bool json) {
   if (json) {
@@ -223,6 +232,8 @@ void print_loop(const std::string& workload, const LoopConfig& c, const LoopResu
                      .integer("lost_updates", r.lost_updates)
                      .uinteger("owner_changes", r.owner_changes)
                      .num("owner_changes_per_s", r.seconds > 0 ? static_cast<double>(r.owner_changes) / r.seconds : 0)
+                     .uinteger("wakeups", r.wakeups)
+                     .num("wakeups_per_handoff", wakeups_per_handoff(r), 3)
                      .raw("shares", json_array(shares))
                      .num("jain", jain_index(r.shares), 3)
                      .str("stopped", r.stopped)
@@ -251,6 +262,9 @@ void print_loop(const std::string& workload, const LoopConfig& c, const LoopResu
     std::printf("  owner changes/s     %.0f  (handoffs to another process; %llu in all)\n",
                 r.seconds > 0 ? static_cast<double>(r.owner_changes) / r.seconds : 0,
                 static_cast<unsigned long long>(r.owner_changes));
+  if (!c.key_per_thread && c.processes > 1)
+    std::printf("  wake-ups/handoff    %.3f  (%llu waits ended by a notification; 1.0 = one waiter woken per handoff)\n",
+                wakeups_per_handoff(r), static_cast<unsigned long long>(r.wakeups));
   if (r.shares.size() > 1) {
     std::printf("  shares              ");
     for (auto s : r.shares) std::printf("%.1f%% ", r.ops ? 100.0 * static_cast<double>(s) / static_cast<double>(r.ops) : 0);

@@ -1,6 +1,7 @@
 #include "backends/redis/errors.h"
 
 #include <hiredis.h>
+#include <netdb.h>
 
 #include <cstring>
 #include <string>
@@ -66,6 +67,11 @@ Status io_error(std::string_view step, int error) {
 Status no_answer(std::string_view step) {
   return Status(errc::unavailable,
                 "redis backend: " + std::string(step) + ": no answer within ClientOptions::op_timeout");
+}
+
+Status resolve_error(std::string_view step, int error) {
+  return Status(errc::unavailable, "redis backend: " + std::string(step) + ": looking up the host name: " +
+                                       (error == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(error)));
 }
 
 }  // namespace dlock::detail::redis

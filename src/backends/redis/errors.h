@@ -36,5 +36,8 @@ Status to_status(const redisContext* context, const redisReply* reply, std::stri
 Status io_error(std::string_view step, int error);
 // Nothing (or not all) came back before the call's deadline (unavailable).
 Status no_answer(std::string_view step);
+// Looking up the server's host name failed: `error` is getaddrinfo's code
+// (unavailable: a name may resolve later, as a server may come back).
+Status resolve_error(std::string_view step, int error);
 
 }  // namespace dlock::detail::redis

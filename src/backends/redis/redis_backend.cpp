@@ -17,19 +17,22 @@
 // threads share the connections by pipelining (session.h: Pool).
 //
 // Fencing tokens: the acquire script issues
-//   token = max(last_token + 1, server TIME in microseconds)
+//   token = last_token + 1      while the lock key keeps last_token
+//   token = server TIME in us   once it is gone
 // so no counter key lives forever: while the lock key exists (held, or
 // within token_retention after release) tokens increase by the stored
 // last_token, whatever the clock does; once it is gone (retention passed,
 // the holder died and its lease ran out, or a restart / failover lost it)
-// the server clock carries them. Limits: (1) if the key is gone AND the
-// server's wall clock has stepped back by more than the time since the last
-// token of that name was issued (at least the lease, or token_retention
-// after a release), a token can repeat or go back; (2) more than one
-// acquisition of one name per microsecond pushes tokens ahead of the clock,
-// which only matters for (1); (3) tokens are ~1.7e15 today and stay exact
-// (below 2^53) until about the year 2255. A resource that keeps the highest
-// token it accepted refuses the stale holder in every other case.
+// the server clock carries them. A name's tokens start at the clock and
+// grow by one per acquisition, and no two scripts run within the same
+// microsecond, so each token is at most the clock when it was issued (and
+// the common path needs no TIME call). Limits: (1) if the key is gone AND
+// the server's wall clock has stepped back by more than the time since the
+// last token of that name was issued (at least the lease, or
+// token_retention after a release), a token can repeat or go back;
+// (2) tokens are ~1.7e15 today and stay exact (below 2^53) until about the
+// year 2255. A resource that keeps the highest token it accepted refuses
+// the stale holder in every other case.
 //
 // Waiters: a thread that found the lock busy registers (core's watch()) and
 // its next attempt, in the same script, queues its entry with a deadline

@@ -2,8 +2,10 @@
 
 #include "backends/redis/errors.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <hiredis.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -13,6 +15,7 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <mutex>
 
 namespace dlock::detail::redis {
 namespace {
@@ -30,6 +33,75 @@ timeval to_timeval(steady::duration d) {
 Status no_time_left(std::string_view step) {
   return Status(errc::unavailable,
                 "redis backend: " + std::string(step) + ": no time left within ClientOptions::op_timeout");
+}
+
+// A host name lookup under way in glibc (getaddrinfo_a), which writes into
+// it until the lookup ends: one given up on at its deadline is kept until
+// then (reaped by later lookups), never freed under glibc's feet.
+struct Lookup {
+  std::string name;
+  addrinfo hints{};
+  gaicb request{};
+};
+// Never destroyed: glibc may still be writing into one at exit.
+std::mutex abandoned_mu;
+auto* const abandoned = new std::vector<std::unique_ptr<Lookup>>();  // guarded by abandoned_mu
+
+void reap_abandoned_lookups() {
+  std::lock_guard lk(abandoned_mu);
+  std::erase_if(*abandoned, [](const std::unique_ptr<Lookup>& l) {
+    if (gai_error(&l->request) == EAI_INPROGRESS) return false;
+    if (l->request.ar_result) freeaddrinfo(l->request.ar_result);
+    return true;
+  });
+}
+
+// The address to give hiredis for `host`: the host itself if it is a
+// numeric address (no lookup), else what the resolver answers by
+// `deadline` — hiredis's own getaddrinfo call has no timeout, and a
+// resolver that does not answer would hold connect() for its retries.
+// IPv4 first, as hiredis does.
+Result<std::string> numeric_address(const std::string& host, steady::time_point deadline, std::string_view step) {
+  in6_addr parsed{};
+  if (::inet_pton(AF_INET, host.c_str(), &parsed) == 1 || ::inet_pton(AF_INET6, host.c_str(), &parsed) == 1)
+    return host;
+  reap_abandoned_lookups();
+  auto lookup = std::make_unique<Lookup>();
+  lookup->name = host;
+  lookup->hints.ai_family = AF_UNSPEC;
+  lookup->hints.ai_socktype = SOCK_STREAM;
+  lookup->request.ar_name = lookup->name.c_str();
+  lookup->request.ar_request = &lookup->hints;
+  gaicb* list[] = {&lookup->request};
+  if (int rc = ::getaddrinfo_a(GAI_NOWAIT, list, 1, nullptr); rc != 0) return resolve_error(step, rc);
+  int rc;
+  while ((rc = ::gai_error(&lookup->request)) == EAI_INPROGRESS) {
+    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - steady::now()).count();
+    if (left <= 0) {
+      if (::gai_cancel(&lookup->request) != EAI_CANCELED) {
+        std::lock_guard lk(abandoned_mu);
+        abandoned->push_back(std::move(lookup));
+      }
+      return Status(errc::unavailable, "redis backend: " + std::string(step) + ": looking up the host name: "
+                                       "no answer within ClientOptions::op_timeout");
+    }
+    const timespec ts{static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
+    (void)::gai_suspend(list, 1, &ts);  // returns when it ends, at the timeout, or on a signal
+  }
+  if (rc != 0) return resolve_error(step, rc);
+  const addrinfo* chosen = lookup->request.ar_result;
+  for (const addrinfo* a = chosen; a; a = a->ai_next)
+    if (a->ai_family == AF_INET) {
+      chosen = a;
+      break;
+    }
+  char text[INET6_ADDRSTRLEN] = {};
+  const int named = chosen ? ::getnameinfo(chosen->ai_addr, chosen->ai_addrlen, text, sizeof text, nullptr, 0,
+                                           NI_NUMERICHOST)
+                           : EAI_NONAME;
+  if (lookup->request.ar_result) freeaddrinfo(lookup->request.ar_result);
+  if (named != 0) return resolve_error(step, named);
+  return std::string(text);
 }
 
 }  // namespace
@@ -104,9 +176,14 @@ Status Connection::connect(steady::time_point deadline) {
   const auto budget = std::min<steady::duration>(config_.connect_timeout, deadline - now);
   if (budget <= steady::duration::zero())
     return Status(errc::unavailable, "redis backend: " + where + ": no time left within ClientOptions::op_timeout");
-  const timeval tv = to_timeval(budget);
-  context_ = config_.unix_socket ? redisConnectUnixWithTimeout(config_.socket_path.c_str(), tv)
-                                 : redisConnectWithTimeout(config_.host.c_str(), config_.port, tv);
+  const auto connect_deadline = now + budget;
+  if (config_.unix_socket) {
+    context_ = redisConnectUnixWithTimeout(config_.socket_path.c_str(), to_timeval(budget));
+  } else {
+    auto address = numeric_address(config_.host, connect_deadline, where);
+    if (!address) return connect_failure(address.status());
+    context_ = redisConnectWithTimeout(address->c_str(), config_.port, to_timeval(connect_deadline - steady::now()));
+  }
   if (!context_) return connect_failure(Status(errc::unavailable, "redis backend: " + where + ": out of memory"));
   if (context_->err) return connect_failure(to_status(context_, nullptr, where));
   // hiredis 0.14 opens its socket without close-on-exec: a program this
@@ -121,7 +198,6 @@ Status Connection::connect(steady::time_point deadline) {
     unsigned int user_timeout = static_cast<unsigned int>(config_.op_timeout.count());
     (void)::setsockopt(context_->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
   }
-  const auto connect_deadline = now + budget;
   if (config_.password) {
     std::vector<std::string_view> auth{"AUTH"};
     if (config_.user) auth.push_back(*config_.user);

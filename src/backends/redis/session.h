@@ -3,7 +3,8 @@
 //
 // Every call has a deadline (ClientOptions::op_timeout from its start).
 // Commands never block on the socket: writes are non-blocking sends, reads
-// wait in ppoll() until the deadline (connecting is bounded by it too), so a black-holed server costs a call
+// wait in ppoll() until the deadline (connecting is bounded by it too, host
+// name lookup included), so a black-holed server costs a call
 // op_timeout, never the kernel's retransmission time (TCP keepalive and
 // TCP_USER_TIMEOUT are on as well). A connection that failed (I/O error,
 // EOF, timeout) is dropped and the next call on it reconnects; a failed
