@@ -49,6 +49,13 @@ function(dlock_target)
     target_include_directories(${tgt} PRIVATE ${T_INCLUDES})
   endif()
   if(T_KIND STREQUAL "test")
+    # gtest_discover_tests flattens its PROPERTIES: a second fixture name would be read as a
+    # property name and silently drop the ones after it (ENVIRONMENT included).
+    list(LENGTH T_FIXTURES fixture_count)
+    if(fixture_count GREATER 1)
+      message(FATAL_ERROR "dlock_target(${T_NAME}): one FIXTURES name at most (got ${T_FIXTURES}); "
+                          "use a fixture that groups them, like \"servers\" in tests/CMakeLists.txt")
+    endif()
     include(GoogleTest)
     # Tests find the servers the fixtures started under DLOCK_TEST_SERVERS.
     gtest_discover_tests(${tgt}

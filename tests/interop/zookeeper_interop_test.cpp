@@ -1,0 +1,473 @@
+// dlock's zk:// mutex and Apache Curator's InterProcessMutex on the same znode path: they
+// exclude each other in both orders, they share one queue served in sequence order (with
+// fencing tokens that grow along it), and under load neither side ever holds the lock while
+// the other does.
+//
+// Curator runs as CuratorTool child processes (curator_tool.h). The test also opens a plain
+// ZooKeeper session of its own to look at the lock's children, so that it knows a waiter's
+// node exists before it starts the next one, and which zxid created each node.
+#include "child_process.h"
+#include "curator_tool.h"
+#include "servers.h"
+
+#include <dlock/dlock.h>
+
+#include <gtest/gtest.h>
+#include <zookeeper/zookeeper.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+// The lock under test: a znode path for Curator and (root URL, name) for dlock naming the
+// same node, <root>/lock.
+struct SharedLock {
+  explicit SharedLock(const TempDir& dir)
+      : root("/dlock-interop/" + unique_name(dir.path())), path(root + "/lock"),
+        dlock_url(server_url("zookeeper") + root) {}
+  std::string root;
+  std::string path;       // Curator's lock path
+  std::string dlock_url;  // dlock: this URL, lock name "lock"
+  const std::string name = "lock";
+};
+
+// A plain ZooKeeper session (the C client's synchronous calls) to look at the lock's nodes
+// without taking part in it.
+class ZooKeeperPeek {
+ public:
+  explicit ZooKeeperPeek(const std::string& url) {
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    std::string hosts = url.substr(url.find("://") + 3);
+    hosts = hosts.substr(0, hosts.find_first_of("/?"));
+    zh_ = zookeeper_init(hosts.c_str(), &ZooKeeperPeek::on_event, 10'000, nullptr, this, 0);
+    if (!zh_) throw std::runtime_error("zookeeper_init refused " + hosts);
+    std::unique_lock lk(mu_);
+    if (!cv_.wait_for(lk, scaled(10s), [&] { return connected_; })) {
+      zookeeper_close(zh_);
+      throw std::runtime_error("no ZooKeeper session to " + hosts);
+    }
+  }
+  ~ZooKeeperPeek() { zookeeper_close(zh_); }
+  ZooKeeperPeek(const ZooKeeperPeek&) = delete;
+  ZooKeeperPeek& operator=(const ZooKeeperPeek&) = delete;
+
+  // The children of `path` in sequence order (the 10 digits at the end); none if it is missing.
+  std::vector<std::string> children(const std::string& path) {
+    String_vector list{};
+    int rc = zoo_get_children(zh_, path.c_str(), 0, &list);
+    if (rc == ZNONODE) return {};
+    if (rc != ZOK) throw std::runtime_error("getChildren " + path + ": " + zerror(rc));
+    std::vector<std::string> out(list.data, list.data + list.count);
+    deallocate_String_vector(&list);
+    std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
+      return a.substr(a.size() - std::min<std::size_t>(10, a.size())) <
+             b.substr(b.size() - std::min<std::size_t>(10, b.size()));
+    });
+    return out;
+  }
+
+  // Polls until `path` has exactly `count` children, or the limit passes; the last listing.
+  std::vector<std::string> wait_children(const std::string& path, std::size_t count,
+                                         std::chrono::milliseconds limit) {
+    const auto until = steady::now() + limit;
+    auto now = children(path);
+    while (now.size() != count && steady::now() < until) {
+      std::this_thread::sleep_for(5ms);
+      now = children(path);
+    }
+    return now;
+  }
+
+  // The zxid that created `path`; nullopt if it does not exist.
+  std::optional<std::int64_t> czxid(const std::string& path) {
+    Stat stat{};
+    int rc = zoo_exists(zh_, path.c_str(), 0, &stat);
+    if (rc == ZNONODE) return std::nullopt;
+    if (rc != ZOK) throw std::runtime_error("exists " + path + ": " + zerror(rc));
+    return stat.czxid;
+  }
+
+ private:
+  static void on_event(zhandle_t*, int type, int state, const char*, void* context) {
+    if (type != ZOO_SESSION_EVENT) return;
+    auto* self = static_cast<ZooKeeperPeek*>(context);
+    {
+      std::lock_guard lk(self->mu_);
+      self->connected_ = state == ZOO_CONNECTED_STATE;
+    }
+    self->cv_.notify_all();
+  }
+
+  zhandle_t* zh_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool connected_ = false;
+};
+
+// A dlock mutex taken by a thread of its own, so the test's thread stays free to drive the
+// other contenders: the thread starts waiting at once (one try_lock_for, so it keeps one
+// place in the queue, bounded so a failing test still ends), holds until release(), then
+// unlocks. The destructor releases and joins.
+class DlockWaiter {
+ public:
+  DlockWaiter(std::shared_ptr<Client> client, const std::string& name, std::chrono::milliseconds limit)
+      : client_(std::move(client)), mutex_(client_->mutex(name)), thread_([this, limit] { run(limit); }) {}
+  ~DlockWaiter() {
+    release();
+    thread_.join();
+  }
+  DlockWaiter(const DlockWaiter&) = delete;
+  DlockWaiter& operator=(const DlockWaiter&) = delete;
+
+  // Its token once it holds the lock; nullopt if it doesn't by `limit` (or gave up).
+  std::optional<std::uint64_t> acquired_within(std::chrono::milliseconds limit) {
+    std::unique_lock lk(mu_);
+    cv_.wait_for(lk, limit, [&] { return state_ != State::waiting; });
+    if (state_ == State::waiting || state_ == State::gave_up) return std::nullopt;
+    return token_;
+  }
+  bool holds_now() {
+    std::lock_guard lk(mu_);
+    return state_ == State::holding;
+  }
+  // When lock() returned.
+  steady::time_point acquired_at() {
+    std::lock_guard lk(mu_);
+    return acquired_at_;
+  }
+  // Asks the thread to unlock (if it holds the lock) and waits until it did.
+  bool release(std::chrono::milliseconds limit = scaled(10s)) {
+    std::unique_lock lk(mu_);
+    release_asked_ = true;
+    cv_.notify_all();
+    return cv_.wait_for(lk, limit, [&] { return state_ == State::released || state_ == State::gave_up; });
+  }
+  std::string error() {
+    std::lock_guard lk(mu_);
+    return error_;
+  }
+
+ private:
+  enum class State { waiting, holding, released, gave_up };
+
+  void run(std::chrono::milliseconds limit) {
+    bool got = false;
+    std::string error;
+    try {
+      got = mutex_.try_lock_for(limit);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    std::unique_lock lk(mu_);
+    error_ = error;
+    if (!got) {
+      state_ = State::gave_up;
+      cv_.notify_all();
+      return;
+    }
+    token_ = mutex_.token();
+    acquired_at_ = steady::now();
+    state_ = State::holding;
+    cv_.notify_all();
+    cv_.wait(lk, [&] { return release_asked_; });
+    lk.unlock();
+    mutex_.unlock();
+    lk.lock();
+    state_ = State::released;
+    cv_.notify_all();
+  }
+
+  std::shared_ptr<Client> client_;
+  Mutex mutex_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  State state_ = State::waiting;
+  bool release_asked_ = false;
+  std::uint64_t token_ = 0;
+  steady::time_point acquired_at_;
+  std::string error_;
+  std::thread thread_;  // last: starts once everything above exists
+};
+
+// A CuratorTool in `mutex` mode on `path`, ready for commands.
+std::unique_ptr<ChildProcess> start_curator(const std::string& path) {
+  auto java = std::make_unique<ChildProcess>(curator_tool_command({server_url("zookeeper"), "mutex", path}));
+  auto ready = java->read_line(scaled(30s));
+  if (ready != "ready") throw std::runtime_error("CuratorTool did not start: " + ready.value_or("(no line)"));
+  return java;
+}
+
+std::optional<CuratorAcquired> curator_lock(ChildProcess& java, std::chrono::milliseconds limit) {
+  java.write_line("lock");
+  return parse_curator_acquired(java.read_line(limit).value_or(""));
+}
+
+// steady_clock in nanoseconds: the clock of CuratorTool's interval lines.
+std::int64_t since_boot_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count();
+}
+
+std::uint64_t sequence_of(const std::string& node) { return std::stoull(node.substr(node.size() - 10)); }
+
+TEST(ZooKeeperInterop, CuratorHoldsThenDlockWaitsAndGetsItOnRelease) {
+  TempDir dir;
+  SharedLock lock(dir);
+  ZooKeeperPeek peek(lock.dlock_url);
+  auto java = start_curator(lock.path);
+  auto held = curator_lock(*java, scaled(10s));
+  ASSERT_TRUE(held);
+  EXPECT_NE(held->node.find("-lock-"), std::string::npos) << held->node;
+
+  auto client = dlock::connect(lock.dlock_url);
+  auto m = client->mutex(lock.name);
+  EXPECT_FALSE(m.try_lock()) << "dlock took a lock Curator holds";
+  EXPECT_FALSE(m.try_lock_for(200ms)) << "dlock took a lock Curator holds";
+  // Neither attempt leaves a node behind: only Curator's stays. (A waiter that gives up has
+  // its node deleted by the session's background sweep, a few ms after try_lock_for returns.)
+  EXPECT_EQ(peek.wait_children(lock.path, 1, scaled(5s)), std::vector<std::string>{held->node});
+
+  // A blocking waiter queues behind Curator's node and gets the lock once it is deleted.
+  DlockWaiter waiter(client, lock.name, scaled(30s));
+  auto queue = peek.wait_children(lock.path, 2, scaled(10s));
+  ASSERT_EQ(queue.size(), 2u) << "dlock's waiter never made its node";
+  EXPECT_EQ(queue.front(), held->node);
+  const std::string ours = queue.back();
+  EXPECT_NE(ours.find("_c_"), std::string::npos) << ours;
+  EXPECT_NE(ours.find("-lock-"), std::string::npos) << ours;
+  EXPECT_FALSE(waiter.acquired_within(300ms)) << "dlock got the lock while Curator held it";
+
+  java->write_line("unlock");
+  ASSERT_EQ(java->read_line(scaled(10s)), "released");
+  auto token = waiter.acquired_within(scaled(10s));
+  ASSERT_TRUE(token) << "dlock did not get the lock Curator released " << waiter.error();
+  EXPECT_EQ(*token, static_cast<std::uint64_t>(peek.czxid(lock.path + "/" + ours).value_or(-1)))
+      << "the token is not the czxid of dlock's node";
+  EXPECT_GT(*token, static_cast<std::uint64_t>(held->czxid));
+  EXPECT_TRUE(waiter.release());
+  EXPECT_TRUE(peek.children(lock.path).empty()) << "dlock's unlock left its node";
+
+  java->write_line("quit");
+  EXPECT_EQ(java->wait(scaled(10s)), 0);
+}
+
+TEST(ZooKeeperInterop, DlockHoldsThenCuratorWaitsAndGetsItOnUnlock) {
+  TempDir dir;
+  SharedLock lock(dir);
+  ZooKeeperPeek peek(lock.dlock_url);
+  auto java = start_curator(lock.path);
+
+  auto client = dlock::connect(lock.dlock_url);
+  auto m = client->mutex(lock.name);
+  m.lock();
+  const auto token = m.token();
+  const auto ours = peek.children(lock.path);
+  ASSERT_EQ(ours.size(), 1u);
+  EXPECT_EQ(token, static_cast<std::uint64_t>(peek.czxid(lock.path + "/" + ours.front()).value_or(-1)));
+
+  java->write_line("try-lock 0");
+  EXPECT_EQ(java->read_line(scaled(10s)), "timeout") << "Curator took a lock dlock holds";
+  java->write_line("try-lock 200");
+  EXPECT_EQ(java->read_line(scaled(10s)), "timeout") << "Curator took a lock dlock holds";
+  EXPECT_EQ(peek.children(lock.path), ours) << "Curator's failed attempts left a node";
+
+  java->write_line("lock");
+  auto queue = peek.wait_children(lock.path, 2, scaled(10s));
+  ASSERT_EQ(queue.size(), 2u) << "Curator's waiter never made its node";
+  EXPECT_EQ(queue.front(), ours.front());
+  EXPECT_EQ(java->read_line(300ms), std::nullopt) << "Curator got the lock while dlock held it";
+
+  m.unlock();
+  auto got = parse_curator_acquired(java->read_line(scaled(10s)).value_or(""));
+  ASSERT_TRUE(got) << "Curator did not get the lock dlock released";
+  EXPECT_EQ(got->node, queue.back());
+  EXPECT_GT(static_cast<std::uint64_t>(got->czxid), token);
+  // And dlock is shut out again while Curator holds it.
+  EXPECT_FALSE(m.try_lock_for(100ms));
+
+  java->write_line("unlock");
+  EXPECT_EQ(java->read_line(scaled(10s)), "released");
+  EXPECT_TRUE(m.try_lock()) << "dlock cannot take the lock after Curator released it";
+  m.unlock();
+  java->write_line("quit");
+  EXPECT_EQ(java->wait(scaled(10s)), 0);
+}
+
+// Curator holds; then a dlock waiter A, a Curator waiter B and a dlock waiter C queue, each
+// only once the previous one's node exists. Releasing one at a time must hand the lock to A,
+// B, C in that order, each only after the previous released, with tokens (czxids) growing.
+TEST(ZooKeeperInterop, MixedQueueIsServedInSequenceOrder) {
+  TempDir dir;
+  SharedLock lock(dir);
+  ZooKeeperPeek peek(lock.dlock_url);
+  auto head = start_curator(lock.path);
+  auto b = start_curator(lock.path);  // both JVMs up before the queue forms
+  auto held = curator_lock(*head, scaled(10s));
+  ASSERT_TRUE(held);
+
+  auto client_a = dlock::connect(lock.dlock_url);
+  auto client_c = dlock::connect(lock.dlock_url);
+  DlockWaiter a(client_a, lock.name, scaled(60s));
+  auto queue = peek.wait_children(lock.path, 2, scaled(10s));
+  ASSERT_EQ(queue.size(), 2u) << "A never made its node";
+  const std::string node_a = queue[1];
+
+  b->write_line("lock");
+  queue = peek.wait_children(lock.path, 3, scaled(10s));
+  ASSERT_EQ(queue.size(), 3u) << "B never made its node";
+  const std::string node_b = queue[2];
+
+  DlockWaiter c(client_c, lock.name, scaled(60s));
+  queue = peek.wait_children(lock.path, 4, scaled(10s));
+  ASSERT_EQ(queue.size(), 4u) << "C never made its node";
+  const std::string node_c = queue[3];
+  ASSERT_EQ(queue, (std::vector<std::string>{held->node, node_a, node_b, node_c}));
+  EXPECT_LT(sequence_of(held->node), sequence_of(node_a));
+  EXPECT_LT(sequence_of(node_a), sequence_of(node_b));
+  EXPECT_LT(sequence_of(node_b), sequence_of(node_c));
+  const auto czxid_a = peek.czxid(lock.path + "/" + node_a).value_or(-1);
+  const auto czxid_c = peek.czxid(lock.path + "/" + node_c).value_or(-1);
+
+  // Nobody but the head holds it.
+  EXPECT_FALSE(a.acquired_within(200ms));
+  EXPECT_EQ(b->read_line(1ms), std::nullopt);
+  EXPECT_FALSE(c.holds_now());
+
+  // Head → A.
+  const auto head_released = steady::now();
+  head->write_line("unlock");
+  ASSERT_EQ(head->read_line(scaled(10s)), "released");
+  auto token_a = a.acquired_within(scaled(10s));
+  ASSERT_TRUE(token_a) << "A was not served after the head released " << a.error();
+  EXPECT_GT(a.acquired_at(), head_released);
+  EXPECT_EQ(static_cast<std::int64_t>(*token_a), czxid_a) << "A's token is not its node's czxid";
+  EXPECT_GT(static_cast<std::int64_t>(*token_a), held->czxid);
+  EXPECT_EQ(b->read_line(300ms), std::nullopt) << "B got the lock while A held it";
+  EXPECT_FALSE(c.holds_now()) << "C got the lock while A held it";
+
+  // A → B.
+  ASSERT_TRUE(a.release());
+  auto got_b = parse_curator_acquired(b->read_line(scaled(10s)).value_or(""));
+  ASSERT_TRUE(got_b) << "B (Curator) was not served after A (dlock) released";
+  EXPECT_EQ(got_b->node, node_b);
+  EXPECT_GT(got_b->czxid, static_cast<std::int64_t>(*token_a));
+  EXPECT_FALSE(c.acquired_within(300ms)) << "C got the lock while B held it";
+
+  // B → C.
+  const auto b_released = steady::now();
+  b->write_line("unlock");
+  ASSERT_EQ(b->read_line(scaled(10s)), "released");
+  auto token_c = c.acquired_within(scaled(10s));
+  ASSERT_TRUE(token_c) << "C (dlock) was not served after B (Curator) released " << c.error();
+  EXPECT_GT(c.acquired_at(), b_released);
+  EXPECT_EQ(static_cast<std::int64_t>(*token_c), czxid_c) << "C's token is not its node's czxid";
+  EXPECT_GT(static_cast<std::int64_t>(*token_c), got_b->czxid);
+  ASSERT_TRUE(c.release());
+
+  EXPECT_TRUE(peek.wait_children(lock.path, 0, scaled(5s)).empty()) << "nodes left after the queue drained";
+  for (auto* java : {head.get(), b.get()}) {
+    java->write_line("quit");
+    EXPECT_EQ(java->wait(scaled(10s)), 0);
+  }
+}
+
+// Two Curator processes and two dlock clients (threads, one session each) do their critical
+// sections on one path, each a non-atomic read → sleep → write of a shared counter file, and
+// log the section's bounds. No update may be lost and no two sections may overlap.
+TEST(ZooKeeperInterop, CuratorAndDlockContendingLoseNoUpdateAndNeverOverlap) {
+  TempDir dir;
+  SharedLock lock(dir);
+  const auto counter = dir.path() + "/counter";
+  const auto log = dir.path() + "/intervals";
+  constexpr int sections = 100;  // per contender; a section is ~0.5 ms of work plus a handoff
+  constexpr int work_us = 500;
+
+  std::vector<std::unique_ptr<ChildProcess>> javas;
+  for (const char* tag : {"J1", "J2"}) {
+    javas.push_back(std::make_unique<ChildProcess>(curator_tool_command(
+        {"contend", server_url("zookeeper"), lock.path, std::to_string(sections), counter, log, "--tag", tag,
+         "--work-us", std::to_string(work_us), "--wait-go"})));
+  }
+  for (auto& j : javas) ASSERT_EQ(j->read_line(scaled(30s)), "ready");
+  std::vector<std::shared_ptr<Client>> clients;
+  for (int i = 0; i < 2; ++i) clients.push_back(dlock::connect(lock.dlock_url));
+
+  std::map<std::string, std::vector<std::pair<std::int64_t, std::uint64_t>>> tokens;  // tag → (start, token)
+  std::mutex tokens_mu;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> dlocks;
+  for (auto& j : javas) j->write_line("go");
+  for (int i = 0; i < 2; ++i) {
+    dlocks.emplace_back([&, i] {
+      const std::string tag = "D" + std::to_string(i + 1);
+      auto m = clients[i]->mutex(lock.name);
+      try {
+        for (int k = 0; k < sections; ++k) {
+          if (!m.try_lock_for(scaled(60s))) {
+            ++failures;
+            return;
+          }
+          const auto start = since_boot_ns();
+          const auto value = read_counter_file(counter);
+          std::this_thread::sleep_for(std::chrono::microseconds(work_us));
+          write_counter_file(counter, value + 1);
+          const auto end = since_boot_ns();
+          const auto token = m.token();
+          m.unlock();
+          append_interval(log, {tag, start, end});
+          std::lock_guard lk(tokens_mu);
+          tokens[tag].emplace_back(start, token);
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << tag << ": " << e.what();
+        ++failures;
+      }
+    });
+  }
+  for (auto& t : dlocks) t.join();
+  for (auto& j : javas) EXPECT_EQ(j->read_line(scaled(120s)), "done " + std::to_string(sections));
+  for (auto& j : javas) EXPECT_EQ(j->wait(scaled(10s)), 0);
+  EXPECT_EQ(failures.load(), 0);
+
+  constexpr int total = 4 * sections;
+  EXPECT_EQ(read_counter_file(counter), total) << "lost updates: the lock let two holders in";
+  const auto intervals = read_intervals(log);
+  EXPECT_EQ(intervals.size(), static_cast<std::size_t>(total));
+  const auto overlaps = overlapping_intervals(intervals);
+  EXPECT_TRUE(overlaps.empty()) << overlaps.size() << " overlapping sections, e.g. " << overlaps.front().first.tag
+                                << " and " << overlaps.front().second.tag;
+  std::map<std::string, int> per_tag;
+  for (const auto& i : intervals) ++per_tag[i.tag];
+  for (const char* tag : {"J1", "J2", "D1", "D2"}) EXPECT_EQ(per_tag[tag], sections) << tag;
+
+  // Both sides took turns: the lock passed between Java and C++ holders, not one side first.
+  std::vector<Interval> sides = intervals;
+  for (auto& i : sides) i.tag = i.tag.substr(0, 1);
+  const auto alternations = tag_changes(sides);
+  RecordProperty("java_dlock_alternations", static_cast<int>(alternations));
+  EXPECT_GT(alternations, 1u) << "Curator and dlock never alternated";
+
+  // dlock's tokens grow in the order its sections ran.
+  std::vector<std::pair<std::int64_t, std::uint64_t>> all;
+  for (auto& [tag, list] : tokens) all.insert(all.end(), list.begin(), list.end());
+  std::sort(all.begin(), all.end());
+  for (std::size_t k = 1; k < all.size(); ++k)
+    EXPECT_LT(all[k - 1].second, all[k].second) << "a later section got a token no larger";
+}
+
+}  // namespace
+}  // namespace dlock::test
