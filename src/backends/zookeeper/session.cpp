@@ -214,6 +214,11 @@ std::uint64_t Session::generation() const {
   return generation_;
 }
 
+bool Session::connected() const {
+  std::lock_guard lk(mu_);
+  return connected_;
+}
+
 std::int64_t Session::session_id() const {
   std::lock_guard lk(mu_);
   return session_id_;

@@ -104,6 +104,8 @@ class Session {
   std::uint64_t generation() const;
   // The session id (ephemeralOwner of the nodes it creates).
   std::int64_t session_id() const;
+  // Whether the ensemble is reachable right now.
+  bool connected() const;
 
   // Asynchronous calls; wait on the returned Call. If the session has just
   // expired, each first waits (until `deadline`) for its replacement.

@@ -197,7 +197,15 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       contenders_.erase(key);
     }
     session_.remove_waiter(c.signal);
-    if (!c.granted && !c.node.empty() && c.generation == session_.generation()) session_.delete_later(c.node);
+    if (c.granted || c.node.empty() || c.generation != session_.generation()) return;
+    // Gone before the caller returns (as a try_lock_for that timed out
+    // must leave no trace); if the ensemble can't say so now, later.
+    if (session_.connected()) {
+      const auto deadline = steady::now() + session_.config().op_timeout;
+      auto removal = session_.remove(c.node, deadline);
+      if (removal->wait_until(deadline) && (removal->rc == ZOK || removal->rc == ZNONODE)) return;
+    }
+    session_.delete_later(c.node);
   }
 
   Status release(const LockRequest& request, Grant& grant) override {
