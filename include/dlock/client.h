@@ -8,6 +8,8 @@
 // URLs:
 //   file:///abs/dir        lock files in a directory (one host; the default)
 //   sqlite:///abs/path.db  a lock table in an SQLite database (one host)
+//   redis://host:port      Lua scripts on one Redis server
+//   zk://h1:p,h2:p/root    ZooKeeper, Apache Curator's lock layout (interoperable)
 //
 // Thread-safety: a Client may be used from any number of threads.
 #pragma once
