@@ -134,8 +134,9 @@ fi
 for candidate in "${bins[@]}"; do
   [[ -n "$bin" ]] && break
   if [[ ! -x "$candidate" ]]; then dlock_note="no dlock binary at '$candidate'"; continue; fi
-  for spec in "uncontended" "contended --processes 4" "contended --processes 4 --fair" "many-keys --threads 64" \
-              "flash-sale"; do
+  for spec in "uncontended" "contended --processes 4" "contended --processes 4 --fair" \
+              "contended --processes 4 --counter-in redis" "contended --processes 4 --fair --counter-in redis" \
+              "many-keys --threads 64" "flash-sale"; do
     read -r workload _ <<<"$spec"
     echo "running $candidate bench $spec (${seconds}s + reference)..." >&2
     # shellcheck disable=SC2086
@@ -187,7 +188,8 @@ import json, sys
 path, url, seconds, version, note = sys.argv[1:6]
 rows = [json.loads(l) for l in open(path) if l.strip()]
 raw = {r["raw_limit"]: r for r in rows if "raw_limit" in r}
-dl = {r["workload"] + (" fair" if r.get("fair") else ""): r for r in rows if "workload" in r and "peer" not in r}
+dl = {r["workload"] + (" fair" if r.get("fair") else "") + (" get+set" if r.get("counter_in") == "redis" else ""): r
+      for r in rows if "workload" in r and "peer" not in r}
 peers = [r for r in rows if r.get("peer") == "redis-py"]
 
 def label(p):
@@ -221,6 +223,7 @@ def lock_row(workload, who, r, base):
                  "%.1f" % r["owner_changes_per_s"], fmt(r.get("wakeups_per_handoff"), "%.3f"), "%.3f" % r["jain"],
                  fmt(r.get("ratio_vs_raw"), "%.3f"), ratio))
 fair_vs = []
+get_set_vs = []
 for w in ("uncontended", "contended", "many-keys"):
     d = dl.get(w)
     if d:
@@ -237,6 +240,14 @@ for w in ("uncontended", "contended", "many-keys"):
         lock_row(w, label(p), p, d)
     if not ps:
         print(hdr % (w, "redis-py", "", "(failed)", "", "", "", "", "", "", "", ""))
+    # Like for like with redis-py's default rows: the counter read (GET) and written (SET) in Redis.
+    gs = [dl.get(w + " get+set"), dl.get(w + " fair get+set")]
+    py_gs = next((p for p in ps if p.get("variant") == "sleep=0.1" and not p.get("inside", "").startswith("shared")), None)
+    for who, r in zip(("dlock GET+SET", "dlock fair GET+SET"), gs):
+        if r:
+            lock_row(w, who, r, r)
+            if py_gs and py_gs["ops_per_s"]:
+                get_set_vs.append("%s %.2f×" % (who, r["ops_per_s"] / py_gs["ops_per_s"]))
 
 fhdr = "%-12s %-24s %6s %11s %10s %10s %8s %6s %8s %12s"
 print("\n" + fhdr % ("flash-sale", "who", "P×T", "orders/s", "p50 ms", "p99 ms", "oversold", "Jain", "orders",
@@ -261,6 +272,10 @@ for p in peers:
 if fair_vs:
     print("dlock fair / redis-py contended: " + ", ".join(fair_vs))
 single = raw.get("single", {}).get("ping_per_s")
+if get_set_vs:
+    bound = " (bound for any lock: 4 round trips per critical section in series = 1-conn ping/s ÷ 4 = %.0f/s)" % (
+        single / 4) if single else ""
+    print("contended with GET+SET inside, / redis-py sleep=0.1: " + ", ".join(get_set_vs) + bound)
 piped = raw.get("pipelined", {}).get("ping_per_s")
 print()
 def peer_row(w):

@@ -42,6 +42,7 @@ struct BenchArgs {
   std::string work;   // empty: the workload's default
   int segments = 8;
   std::string stock_in;  // empty: default_stock_store(backend)
+  std::string counter_in = "memory";
   bool fair = false;
   bool json = false;
 };
@@ -64,6 +65,10 @@ struct LoopConfig {
   std::uint64_t max_ops = 0;
   std::chrono::nanoseconds work{0};
   bool fair = false;  // MutexOptions::fair: waiters served in order
+  // contended: where the counter lives. "memory": shared memory (the lock's
+  // own cost); "redis": a key read with GET and written with SET inside the
+  // lock, as a service would (comparable with redis-py doing the same).
+  std::string counter_in = "memory";
 };
 
 struct RawResult {
@@ -127,6 +132,11 @@ RawResult measure_raw(const LoopConfig& config, std::uint64_t per_thread) {
 LoopResult run_lock_loop(const LoopConfig& config) {
   ProcessGroup group(config.processes, config.threads, sizeof(LockStore));
   auto& store = group.user<LockStore>();
+  std::unique_ptr<StockStore> counter_store;  // the counter in Redis (--counter-in redis)
+  if (config.counter_in == "redis") {
+    counter_store = open_stock_store("redis", nullptr, config.backend, config.key + ":counter");
+    counter_store->fill(0, 0);
+  }
   group.run(
       [&](int process) {
         auto client = dlock::connect(config.backend);
@@ -138,6 +148,7 @@ LoopResult run_lock_loop(const LoopConfig& config) {
                                                                  std::to_string(process * group.threads() + thread)
                                                            : config.key,
                                      {.fair = config.fair});
+          auto counter_view = counter_store ? counter_store->view() : nullptr;
           StopReason why = StopReason::time_up;
           for (;;) {
             if (slot.ops >= config.max_ops) {
@@ -151,14 +162,16 @@ LoopResult run_lock_loop(const LoopConfig& config) {
               ++slot.private_counter;
             } else {
               // Read, (work), write: correct only if the lock excludes.
-              const std::int64_t seen = store.counter.load(std::memory_order_relaxed);
+              const std::int64_t seen =
+                  counter_view ? counter_view->stock().read() : store.counter.load(std::memory_order_relaxed);
               const std::int32_t last = store.last_pid.load(std::memory_order_relaxed);
               if (last != me) {
                 if (last != 0) store.owner_changes.fetch_add(1, std::memory_order_relaxed);
                 store.last_pid.store(me, std::memory_order_relaxed);
               }
               if (config.work.count() > 0) std::this_thread::sleep_for(config.work);
-              store.counter.store(seen + 1, std::memory_order_relaxed);
+              if (counter_view) counter_view->stock().write(seen + 1);
+              else store.counter.store(seen + 1, std::memory_order_relaxed);
             }
             const auto t2 = steady::now();
             mutex.unlock();
@@ -191,7 +204,10 @@ LoopResult run_lock_loop(const LoopConfig& config) {
     if (!config.key_per_thread) r.shares.push_back(mine);
     r.ops += mine;
   }
-  const std::uint64_t counted = config.key_per_thread ? private_total : static_cast<std::uint64_t>(store.counter.load());
+  const std::uint64_t counted = config.key_per_thread ? private_total
+                                : counter_store       ? static_cast<std::uint64_t>(counter_store->left(0))
+                                                      : static_cast<std::uint64_t>(store.counter.load());
+  if (counter_store) counter_store->clear(0);
   r.lost_updates = static_cast<std::int64_t>(r.ops) - static_cast<std::int64_t>(counted);
   r.owner_changes = store.owner_changes.load();
   r.wakeups = store.wakeups.load();
@@ -222,6 +238,7 @@ void print_loop(const std::string& workload, const LoopConfig& c, const LoopResu
                      .integer("processes", c.processes)
                      .integer("threads", c.threads)
                      .boolean("fair", c.fair)
+                     .str("counter_in", c.key_per_thread ? "" : c.counter_in)
                      .num("seconds", r.seconds, 3)
                      .uinteger("ops", r.ops)
                      .num("ops_per_s", r.ops_per_s)
@@ -333,6 +350,9 @@ int bench(const BenchArgs& args) {
   } else if (args.workload == "contended") {
     c.processes = args.processes ? args.processes : 4;
     c.threads = args.threads ? args.threads : 1;
+    if (args.counter_in == "redis" && default_stock_store(c.backend) != "redis")
+      throw CLI::ValidationError("--counter-in redis: needs a redis:// backend (the counter lives in its server)");
+    c.counter_in = args.counter_in;
   } else if (args.workload == "many-keys") {
     c.key_per_thread = true;
     c.processes = args.processes ? args.processes : 1;
@@ -365,6 +385,9 @@ void add_bench(CLI::App& app, int& status) {
   cmd->add_option("--stock-in", args->stock_in,
                   "flash-sale: where the stock lives: memory or redis (default: redis for redis:// backends)")
       ->check(CLI::IsMember(stock_store_kinds()));
+  cmd->add_option("--counter-in", args->counter_in,
+                  "contended: where the counter lives: memory (default) or redis (GET + SET inside the lock)")
+      ->check(CLI::IsMember({"memory", "redis"}));
   cmd->add_flag("--fair", args->fair, "Lock with MutexOptions::fair (FIFO waiters; backends with a queue only)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->footer("Exit status: 0; 1 if mutual exclusion failed (lost updates or oversold); 70 if a worker failed.");
