@@ -15,6 +15,7 @@
 #pragma once
 
 #include <dlock/mutex.h>
+#include <dlock/shared_mutex.h>
 #include <dlock/options.h>
 #include <dlock/status.h>
 
@@ -70,6 +71,11 @@ class Client {
   // A handle on the lock `name`. Checks the name and options (throws
   // invalid_argument); makes no remote call.
   Mutex mutex(std::string name, MutexOptions options = {});
+
+  // A handle on the read-write lock `name` (not the same lock as mutex(name)).
+  // Throws invalid_argument for a bad name or options, unsupported if the
+  // backend has no read-write lock (so far: zk:// only). No remote call.
+  SharedMutex shared_mutex(std::string name, MutexOptions options = {});
 
   // Locks currently held whose names start with `prefix`.
   std::vector<LockInfo> list_locks(std::string_view prefix = {});

@@ -1,8 +1,9 @@
-// dlock/dlock.h — everything a user needs: connect(), Client, Mutex, options, errors.
+// dlock/dlock.h — everything a user needs: connect(), Client, Mutex, SharedMutex, options, errors.
 #pragma once
 
 #include <dlock/client.h>
 #include <dlock/error.h>
 #include <dlock/mutex.h>
 #include <dlock/options.h>
+#include <dlock/shared_mutex.h>
 #include <dlock/status.h>

@@ -44,12 +44,32 @@
 #include <memory>
 #include <stop_token>
 #include <string>
+#include <type_traits>
 
 namespace dlock {
 
 namespace detail {
 class ClientState;
+
+// The deadline `timeout` from now: negative counts as zero, more than ~100
+// years as forever.
+template <class Rep, class Period>
+std::chrono::steady_clock::time_point deadline_after(const std::chrono::duration<Rep, Period>& timeout) {
+  using steady = std::chrono::steady_clock;
+  if (timeout <= timeout.zero()) return steady::now();
+  if (std::chrono::duration<double>(timeout).count() > 3.0e9) return steady::time_point::max();
+  return steady::now() + std::chrono::ceil<steady::duration>(timeout);
 }
+
+// `deadline` on the steady clock (other clocks: the time left from now).
+template <class Clock, class Duration>
+std::chrono::steady_clock::time_point steady_deadline(const std::chrono::time_point<Clock, Duration>& deadline) {
+  if constexpr (std::is_same_v<Clock, std::chrono::steady_clock>)
+    return std::chrono::time_point_cast<std::chrono::steady_clock::duration>(deadline);
+  else
+    return deadline_after(deadline - Clock::now());
+}
+}  // namespace detail
 
 class Mutex {
  public:
@@ -73,20 +93,13 @@ class Mutex {
   // as forever); true if acquired.
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-    using steady = std::chrono::steady_clock;
-    if (timeout <= timeout.zero()) return acquire_until(steady::now());
-    if (std::chrono::duration<double>(timeout).count() > 3.0e9) return acquire_until(steady::time_point::max());
-    return acquire_until(steady::now() + std::chrono::ceil<steady::duration>(timeout));
+    return acquire_until(detail::deadline_after(timeout));
   }
 
   // Waits until `deadline` on its own clock; true if acquired.
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    if constexpr (std::is_same_v<Clock, std::chrono::steady_clock>) {
-      return acquire_until(std::chrono::time_point_cast<std::chrono::steady_clock::duration>(deadline));
-    } else {
-      return try_lock_for(deadline - Clock::now());
-    }
+    return acquire_until(detail::steady_deadline(deadline));
   }
 
   // Drops one hold; the last one releases the lock and wakes a waiter.

@@ -8,13 +8,29 @@ namespace dlock {
 Client::Client(std::shared_ptr<detail::ClientState> state) : state_(std::move(state)) {}
 Client::~Client() = default;
 
-Mutex Client::mutex(std::string name, MutexOptions options) {
+namespace {
+
+// Every check a handle's name and options pass before any I/O.
+void check(detail::ClientState& state, const std::string& name, const MutexOptions& options) {
   detail::validate_name(name).throw_if_error();
-  state_->backend().validate_name(name).throw_if_error();
+  state.backend().validate_name(name).throw_if_error();
   detail::validate(options).throw_if_error();
-  if (options.fair && !state_->backend().supports_fair())
-    throw Error(errc::unsupported, "MutexOptions::fair: the " + state_->scheme() + " backend keeps no queue of waiters");
+  if (options.fair && !state.backend().supports_fair())
+    throw Error(errc::unsupported, "MutexOptions::fair: the " + state.scheme() + " backend keeps no queue of waiters");
+}
+
+}  // namespace
+
+Mutex Client::mutex(std::string name, MutexOptions options) {
+  check(*state_, name, options);
   return Mutex(state_, std::move(name), options);
+}
+
+SharedMutex Client::shared_mutex(std::string name, MutexOptions options) {
+  if (!state_->backend().supports_shared())
+    throw Error(errc::unsupported, "shared_mutex: the " + state_->scheme() + " backend has no read-write lock yet (zk:// has)");
+  check(*state_, name, options);
+  return SharedMutex(state_, std::move(name), options);
 }
 
 std::vector<LockInfo> Client::list_locks(std::string_view prefix) {

@@ -30,13 +30,18 @@ ClientState::~ClientState() {
   }
 }
 
-Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& options,
+Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const MutexOptions& options,
                                   steady::time_point deadline) {
-  const Key key{name, thread_ordinal()};
+  const Key key{name, kind, thread_ordinal()};
   // Only this thread adds, counts or removes its own hold, so the hold
   // found here stays ours; check_lost() may run stop callbacks, which may
   // call back into the client, so no lock is held around it.
-  if (auto held = find(name)) {
+  // A reader that asked to write would wait for itself.
+  if (kind == LockKind::write && find(name, LockKind::read))
+    return Result<bool>(errc::would_deadlock, "lock '" + name +
+                                                  "': this thread holds it shared; a write lock would wait for "
+                                                  "itself (unlock_shared first; upgrading is not possible)");
+  if (auto held = find(name, kind)) {
     if (!options.reentrant)
       return Result<bool>(errc::would_deadlock,
                           "lock '" + name + "': already held by this thread and the mutex is not reentrant");
@@ -46,7 +51,7 @@ Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& o
     ++held->count;
     return true;
   }
-  LockRequest request{name, owner_for_this_thread(client_id_), options.lease, options.lease_mode, options.fair};
+  LockRequest request{name, owner_for_this_thread(client_id_), options.lease, options.lease_mode, options.fair, kind};
   Grant grant;
   for (;;) {
     auto got = detail::acquire(backend_->locks(), request, deadline, options_, wakeups_);
@@ -65,7 +70,7 @@ Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& o
   hold->request = std::move(request);
   hold->grant = std::move(grant);
   hold->token = hold->grant.token;
-  hold->thread = key.second;
+  hold->thread = std::get<2>(key);
   hold->renew_every = renew_interval(options);
   hold->next_renewal = steady::now() + hold->renew_every;
   hold->set_lease_end(hold->grant.valid_until);
@@ -83,12 +88,12 @@ Result<bool> ClientState::acquire(const std::string& name, const MutexOptions& o
   return true;
 }
 
-Status ClientState::release(const std::string& name) noexcept {
+Status ClientState::release(const std::string& name, LockKind kind) noexcept {
   try {
     std::shared_ptr<Hold> hold;
     {
       std::lock_guard lk(mu_);
-      auto it = holds_.find(Key{name, thread_ordinal()});
+      auto it = holds_.find(Key{name, kind, thread_ordinal()});
       if (it == holds_.end()) {
         failed_releases_.fetch_add(1);
         return Status(errc::not_owner, "unlock '" + name + "': the calling thread does not hold this lock");
@@ -118,9 +123,9 @@ Status ClientState::release(const std::string& name) noexcept {
   }
 }
 
-std::shared_ptr<Hold> ClientState::find(const std::string& name) const {
+std::shared_ptr<Hold> ClientState::find(const std::string& name, LockKind kind) const {
   std::lock_guard lk(mu_);
-  auto it = holds_.find(Key{name, thread_ordinal()});
+  auto it = holds_.find(Key{name, kind, thread_ordinal()});
   return it == holds_.end() ? nullptr : it->second;
 }
 

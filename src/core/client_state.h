@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 namespace dlock::detail {
@@ -29,11 +30,12 @@ class ClientState {
   ClientState(const ClientState&) = delete;
   ClientState& operator=(const ClientState&) = delete;
 
-  // true: the calling thread now holds `name` (new grant or one more hold).
-  Result<bool> acquire(const std::string& name, const MutexOptions& options, steady::time_point deadline);
-  Status release(const std::string& name) noexcept;
-  // The calling thread's hold of `name`, or nullptr.
-  std::shared_ptr<Hold> find(const std::string& name) const;
+  // true: the calling thread now holds `name` as `kind` (new grant or one more hold).
+  Result<bool> acquire(const std::string& name, LockKind kind, const MutexOptions& options,
+                       steady::time_point deadline);
+  Status release(const std::string& name, LockKind kind) noexcept;
+  // The calling thread's hold of `name` as `kind`, or nullptr.
+  std::shared_ptr<Hold> find(const std::string& name, LockKind kind) const;
   Status force_release(const std::string& name);
 
   Backend& backend() { return *backend_; }
@@ -43,9 +45,9 @@ class ClientState {
   ClientStats stats() const;
 
  private:
-  // (lock name, thread ordinal): ordinals are never reused, unlike std::thread::id,
-  // so a new thread can never inherit a hold left by one that ended.
-  using Key = std::pair<std::string, std::uint64_t>;
+  // (lock name, kind, thread ordinal): ordinals are never reused, unlike
+  // std::thread::id, so a new thread can never inherit a hold left by one that ended.
+  using Key = std::tuple<std::string, LockKind, std::uint64_t>;
 
   std::unique_ptr<Backend> backend_;
   std::string client_id_;

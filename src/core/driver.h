@@ -26,6 +26,12 @@ namespace dlock::detail {
 
 using steady = std::chrono::steady_clock;
 
+// Which primitive a request is for. A Mutex and a SharedMutex of the same
+// name are different locks (on ZooKeeper, Curator's mutex and read-write
+// lock layouts); a SharedMutex's writers exclude everyone, its readers only
+// writers.
+enum class LockKind { mutex, write, read };
+
 // What a backend needs to take, renew or release one lock for one owner.
 struct LockRequest {
   std::string name;   // already validated by core and by Backend::validate_name
@@ -33,6 +39,7 @@ struct LockRequest {
   std::chrono::milliseconds lease{};
   LeaseMode mode = LeaseMode::watchdog;
   bool fair = false;  // FIFO among waiters (MutexOptions::fair)
+  LockKind kind = LockKind::mutex;
 };
 
 // Backend state a grant needs later (an open descriptor, a row id, ...).
@@ -124,6 +131,8 @@ class Backend {
   virtual Status validate_name(std::string_view name) const = 0;
   // Whether this backend keeps a FIFO queue of waiters (MutexOptions::fair).
   virtual bool supports_fair() const { return false; }
+  // Whether its LockDriver takes LockKind::write and LockKind::read (SharedMutex).
+  virtual bool supports_shared() const { return false; }
   virtual LockDriver& locks() = 0;
   // One round trip with no lock logic (health check, benchmark reference).
   virtual Status ping() = 0;

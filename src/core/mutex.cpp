@@ -1,6 +1,7 @@
 #include <dlock/mutex.h>
 
 #include "core/client_state.h"
+#include "core/lockable.h"
 
 #include <mutex>
 #include <shared_mutex>
@@ -8,20 +9,8 @@
 namespace dlock {
 
 static_assert(std::is_move_constructible_v<Mutex>);
-namespace {
-// Mutex models TimedLockable, so the standard lock adaptors accept it.
-template <class M>
-concept timed_lockable = requires(M m, std::chrono::milliseconds d,
-                                  std::chrono::steady_clock::time_point t) {
-  m.lock();
-  { m.try_lock() } -> std::same_as<bool>;
-  m.unlock();
-  { m.try_lock_for(d) } -> std::same_as<bool>;
-  { m.try_lock_until(t) } -> std::same_as<bool>;
-};
-static_assert(timed_lockable<Mutex>);
+static_assert(detail::timed_lockable<Mutex>);
 static_assert(noexcept(std::declval<Mutex&>().unlock()));
-}  // namespace
 
 Mutex::Mutex(std::shared_ptr<detail::ClientState> client, std::string name, MutexOptions options)
     : client_(std::move(client)), name_(std::move(name)), options_(options) {}
@@ -31,22 +20,22 @@ void Mutex::lock() { acquire_until(std::chrono::steady_clock::time_point::max())
 bool Mutex::try_lock() { return acquire_until(std::chrono::steady_clock::now()); }
 
 bool Mutex::acquire_until(std::chrono::steady_clock::time_point deadline) {
-  return client_->acquire(name_, options_, deadline).value();
+  return client_->acquire(name_, detail::LockKind::mutex, options_, deadline).value();
 }
 
-void Mutex::unlock() noexcept { (void)client_->release(name_); }
+void Mutex::unlock() noexcept { (void)client_->release(name_, detail::LockKind::mutex); }
 
-Status Mutex::unlock_checked() noexcept { return client_->release(name_); }
+Status Mutex::unlock_checked() noexcept { return client_->release(name_, detail::LockKind::mutex); }
 
 std::uint64_t Mutex::token() const {
-  auto hold = client_->find(name_);
+  auto hold = client_->find(name_, detail::LockKind::mutex);
   if (!hold) throw Error(errc::not_owner, "token of '" + name_ + "': the calling thread does not hold this lock");
   return hold->token;
 }
 
 bool Mutex::lost() const noexcept {
   try {
-    auto hold = client_->find(name_);
+    auto hold = client_->find(name_, detail::LockKind::mutex);
     return hold && hold->check_lost();
   } catch (...) {
     return false;
@@ -54,7 +43,7 @@ bool Mutex::lost() const noexcept {
 }
 
 std::stop_token Mutex::stop_token() const {
-  auto hold = client_->find(name_);
+  auto hold = client_->find(name_, detail::LockKind::mutex);
   if (!hold)
     throw Error(errc::not_owner, "stop_token of '" + name_ + "': the calling thread does not hold this lock");
   return hold->stop.get_token();
@@ -64,7 +53,7 @@ bool Mutex::held_by_current_thread() const noexcept { return hold_count() > 0; }
 
 std::size_t Mutex::hold_count() const noexcept {
   try {
-    auto hold = client_->find(name_);
+    auto hold = client_->find(name_, detail::LockKind::mutex);
     return hold ? hold->count : 0;
   } catch (...) {
     return 0;

@@ -44,17 +44,33 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr std::string_view lock_marker = "-lock-";
+constexpr std::string_view read_marker = "__READ__";
+constexpr std::string_view write_marker = "__WRIT__";
 
-// Curator orders contenders by what follows the last "lock-" of the name
-// (the zero-padded sequence number).
-std::string_view sequence_of(std::string_view child) {
-  auto at = child.rfind("lock-");
-  return at == std::string_view::npos ? child : child.substr(at + 5);
+// What follows "_c_<uuid>-" in a contender's node name, per primitive:
+// Curator's InterProcessMutex ("lock-") and InterProcessReadWriteLock.
+std::string_view node_name(LockKind kind) {
+  switch (kind) {
+    case LockKind::write: return write_marker;
+    case LockKind::read: return read_marker;
+    default: return lock_marker.substr(1);
+  }
 }
 
-// The lock's contender nodes, lowest sequence first.
-std::vector<std::string> contenders(std::vector<std::string> children) {
-  std::erase_if(children, [](const std::string& c) { return c.find(lock_marker) == std::string::npos; });
+bool is_contender(std::string_view child, LockKind kind) {
+  if (kind == LockKind::mutex) return child.find(lock_marker) != std::string_view::npos;
+  return child.find(read_marker) != std::string_view::npos || child.find(write_marker) != std::string_view::npos;
+}
+
+// The sequence number ZooKeeper appended: the last 10 digits (what
+// Curator sorts by, the part after the node name).
+std::string_view sequence_of(std::string_view child) {
+  return child.substr(child.size() - std::min<std::size_t>(10, child.size()));
+}
+
+// A lock's contender nodes of that primitive, lowest sequence first.
+std::vector<std::string> contenders(std::vector<std::string> children, LockKind kind) {
+  std::erase_if(children, [&](const std::string& c) { return !is_contender(c, kind); });
   std::sort(children.begin(), children.end(),
             [](const std::string& a, const std::string& b) { return sequence_of(a) < sequence_of(b); });
   return children;
@@ -62,14 +78,14 @@ std::vector<std::string> contenders(std::vector<std::string> children) {
 
 std::string basename(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
-// "_c_<uuid>-lock-": Curator's protected-name prefix, unique per create, so
-// a node whose create reply was lost can be found again.
-Result<std::string> node_prefix() {
+// "_c_<uuid>-<node name>": Curator's protected-name prefix, unique per
+// create, so a node whose create reply was lost can be found again.
+Result<std::string> node_prefix(LockKind kind) {
   auto hex = random_client_id();
   if (!hex) return hex.status();
   const std::string& h = *hex;
   return "_c_" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" +
-         h.substr(20, 12) + std::string(lock_marker);
+         h.substr(20, 12) + "-" + std::string(node_name(kind));
 }
 
 struct NodeGrant final : GrantState {
@@ -82,7 +98,7 @@ struct Contender {
   std::string node;                // our node's full path; empty: none yet
   std::uint64_t generation = 0;    // the session it was made in
   std::uint64_t czxid = 0;
-  bool predecessor_was_head = false;  // the node we watch held the lock
+  bool last_blocker = false;  // the node we watch is the only one before ours that blocks us
   bool granted = false;
 };
 
@@ -130,6 +146,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   }
 
   bool supports_fair() const override { return true; }  // the queue is always FIFO
+  bool supports_shared() const override { return true; }
   LockDriver& locks() override { return *this; }
   bool waits_in_queue() const override { return true; }
   std::optional<milliseconds> session_timeout() const override { return session_.negotiated_timeout(); }
@@ -149,14 +166,14 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     auto c = find(request.owner, request.name);  // null: a try_lock that must leave no trace
     const std::uint64_t generation = session_.generation();
 
-    // The node we watched held the lock and is gone: ours is lowest now.
-    if (c && !c->node.empty() && c->generation == generation && c->predecessor_was_head &&
-        c->signal->take_deleted())
+    // The last node that blocked ours is gone: nothing can have appeared
+    // before ours since (sequence numbers only grow), so we hold it now.
+    if (c && !c->node.empty() && c->generation == generation && c->last_blocker && c->signal->take_deleted())
       return grant(request, *c, sent);
 
     std::vector<std::string> children;
     if (!c || c->node.empty() || c->generation != generation) {
-      auto made = create_node(path, deadline, step);
+      auto made = create_node(path, request.kind, deadline, step);
       if (!made) return made.status();
       if (!c) {
         // try_lock: one look, then gone.
@@ -267,7 +284,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     if (!list->wait_until(deadline)) return no_reply(step);
     if (list->rc == ZNONODE) return {};
     if (list->rc != ZOK) return to_status(list->rc, step, path);
-    auto queue = contenders(std::move(list->children));
+    auto queue = contenders(std::move(list->children), LockKind::mutex);
     if (queue.empty()) return {};
     auto removal = session_.remove(path + "/" + queue.front(), deadline);
     if (!removal->wait_until(deadline)) return no_reply(step);
@@ -296,11 +313,11 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
         visited += calls[i]->children.size();
         if (visited > max_nodes)
           return Status(errc::unsupported, "listing locks: more than 100,000 nodes under " + root);
-        auto queue = contenders(calls[i]->children);
+        auto queue = contenders(calls[i]->children, LockKind::mutex);
         if (!queue.empty() && !level[i].empty() && level[i].starts_with(prefix))
           held.emplace_back(level[i], base + "/" + level[i] + "/" + queue.front());
         for (const auto& child : calls[i]->children) {
-          if (child.find(lock_marker) != std::string::npos) continue;
+          if (is_contender(child, LockKind::mutex) || is_contender(child, LockKind::read)) continue;
           std::string name = level[i].empty() ? child : level[i] + "/" + child;
           // Only subtrees that can hold a name with this prefix.
           if (name.starts_with(prefix) || std::string_view(prefix).starts_with(name + "/"))
@@ -340,8 +357,9 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
 
   // Creates our node and lists the lock's children, sent back to back (the
   // ensemble answers a session's requests in order, so the list has it).
-  Result<Made> create_node(const std::string& path, steady::time_point deadline, const std::string& step) {
-    auto prefix = node_prefix();
+  Result<Made> create_node(const std::string& path, LockKind kind, steady::time_point deadline,
+                           const std::string& step) {
+    auto prefix = node_prefix(kind);
     if (!prefix) return prefix.status();
     for (int attempt = 0;; ++attempt) {
       auto create = session_.create(path + "/" + *prefix, ZOO_EPHEMERAL_SEQUENTIAL, deadline);
@@ -373,14 +391,30 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     }
   }
 
-  // Our node's place in the queue: first holds the lock, else watch the one
-  // before ours (or, for a try_lock, leave).
+  // Our node's place in the queue. A mutex or a writer holds the lock when
+  // its node is lowest, and else watches the node just before its own; a
+  // reader holds it when no writer's node is before its own, and else
+  // watches the first such writer (Curator's read-write lock rules). A
+  // try_lock that doesn't hold it leaves.
   Result<Attempt> decide(const LockRequest& request, Contender& c, const std::string& path,
                          std::vector<std::string> children, steady::time_point sent, steady::time_point deadline,
                          const std::string& step, bool waiting) {
-    const auto queue = contenders(std::move(children));
+    const auto queue = contenders(std::move(children), request.kind);
     const auto ours = std::find(queue.begin(), queue.end(), basename(c.node));
-    if (ours == queue.begin()) return grant(request, c, sent);
+    auto blocker = queue.end();  // the node to watch
+    bool last_blocker = false;
+    if (ours != queue.end() && ours != queue.begin()) {
+      if (request.kind != LockKind::read) {
+        blocker = ours - 1;
+        last_blocker = ours - queue.begin() == 1;
+      } else {
+        const auto writes = [](const std::string& n) { return n.find(write_marker) != std::string::npos; };
+        blocker = std::find_if(queue.begin(), ours, writes);
+        if (blocker == ours) blocker = queue.end();
+        else last_blocker = std::count_if(queue.begin(), ours, writes) == 1;
+      }
+    }
+    if (ours != queue.end() && blocker == queue.end()) return grant(request, c, sent);
     if (!waiting) {
       auto removal = session_.remove(c.node, deadline);
       if (!removal->wait_until(deadline) || (removal->rc != ZOK && removal->rc != ZNONODE))
@@ -394,14 +428,13 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       c.signal->notify(false);
       return Attempt(Busy{});
     }
-    const bool head = ours - queue.begin() == 1;
-    const std::string predecessor = path + "/" + *(ours - 1);
-    c.predecessor_was_head = head;
-    (void)c.signal->take_deleted();  // about an earlier predecessor
-    auto watched = session_.watch(predecessor, c.signal, deadline);
+    const std::string watched_node = path + "/" + *blocker;
+    c.last_blocker = last_blocker;
+    (void)c.signal->take_deleted();  // about an earlier blocker
+    auto watched = session_.watch(watched_node, c.signal, deadline);
     if (!watched->wait_until(deadline)) return no_reply(step);
-    if (watched->rc == ZNONODE) c.signal->notify(head);  // gone before we watched: look again now
-    else if (watched->rc != ZOK) return to_status(watched->rc, step, predecessor);
+    if (watched->rc == ZNONODE) c.signal->notify(last_blocker);  // gone before we watched: look again now
+    else if (watched->rc != ZOK) return to_status(watched->rc, step, watched_node);
     return Attempt(Busy{});
   }
 
