@@ -15,8 +15,7 @@
 // Curator on the same path share it. Backends without it refuse
 // Client::shared_mutex() with errc::unsupported.
 //
-// Fencing: token() is the token of the calling thread's hold (write if it
-// holds both); tokens grow in the order holds were queued. Readers hold
+// Fencing: token() is the token of the calling thread's hold; tokens grow in the order holds were queued. Readers hold
 // concurrently, so a resource fenced by tokens should accept a reader's
 // token only for reads. Lease loss, lost() and stop_token() are as for Mutex.
 //
@@ -68,8 +67,8 @@ class SharedMutex {
   void unlock_shared() noexcept;
   Status unlock_shared_checked() noexcept;
 
-  // The calling thread's hold (write if it holds both). token() and
-  // stop_token() throw not_owner if it holds neither.
+  // The calling thread's hold, write or read. token() and stop_token()
+  // throw not_owner if it holds neither.
   std::uint64_t token() const;
   bool lost() const noexcept;
   std::stop_token stop_token() const;

@@ -36,11 +36,16 @@ Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const 
   // Only this thread adds, counts or removes its own hold, so the hold
   // found here stays ours; check_lost() may run stop callbacks, which may
   // call back into the client, so no lock is held around it.
-  // A reader that asked to write would wait for itself.
-  if (kind == LockKind::write && find(name, LockKind::read))
-    return Result<bool>(errc::would_deadlock, "lock '" + name +
-                                                  "': this thread holds it shared; a write lock would wait for "
-                                                  "itself (unlock_shared first; upgrading is not possible)");
+  // Reading and writing one SharedMutex in one thread would wait for
+  // itself (as with std::shared_mutex).
+  if (kind != LockKind::mutex) {
+    const bool reading = kind == LockKind::read;
+    if (find(name, reading ? LockKind::write : LockKind::read))
+      return Result<bool>(errc::would_deadlock,
+                          "lock '" + name + "': this thread holds it " + (reading ? "exclusively" : "shared") +
+                              "; taking it " + (reading ? "shared" : "exclusively") +
+                              " too would wait for itself (unlock it first)");
+  }
   if (auto held = find(name, kind)) {
     if (!options.reentrant)
       return Result<bool>(errc::would_deadlock,

@@ -27,6 +27,8 @@ struct BackendUnderTest {
   // Whether list_locks() reports the lease left (else the lock lives as
   // long as its holder's session).
   bool reports_remaining = true;
+  // Whether it has the read-write lock (Client::shared_mutex).
+  bool shared = false;
 };
 
 // gtest prints the parameter by its name, not its bytes.
@@ -51,8 +53,15 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                  [](const std::string& dir) {
                    return server_url("zookeeper") + "/" + unique_name(dir) + "?session_timeout=2s";
                  },
-                 false, true, true, false});
+                 false, true, true, false, true});
 #endif
+  return all;
+}
+
+// The backends that claim the read-write lock.
+inline std::vector<BackendUnderTest> shared_backends_under_test() {
+  auto all = backends_under_test();
+  std::erase_if(all, [](const BackendUnderTest& b) { return !b.shared; });
   return all;
 }
 

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -390,7 +391,153 @@ TEST_P(Conformance, BadNamesAreRefusedBeforeAnyIo) {
   EXPECT_TRUE(c->list_locks().empty());
 }
 
+TEST_P(Conformance, SharedMutexOnlyWhereClaimed) {
+  auto c = client();
+  if (GetParam().shared) {
+    auto rw = c->shared_mutex(lock_name());
+    ASSERT_TRUE(rw.try_lock_shared());
+    rw.unlock_shared();
+  } else {
+    try {
+      (void)c->shared_mutex(lock_name());
+      ADD_FAILURE() << "a backend without a read-write lock handed one out";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::unsupported) << e.what();
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(backends_under_test()),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+// The read-write lock, on every backend that claims it.
+class SharedConformance : public Conformance {};
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SharedConformance);
+
+TEST_P(SharedConformance, ReadersShareAndAWriterWaitsForThemAll) {
+  auto a = client(), b = client(), w = client();
+  auto ra = a->shared_mutex(lock_name()), rb = b->shared_mutex(lock_name()), writer = w->shared_mutex(lock_name());
+  std::shared_lock first(ra);
+  ASSERT_TRUE(rb.try_lock_shared_for(scaled(2s))) << "a second reader was kept out";
+  EXPECT_FALSE(writer.try_lock()) << "a writer got in while two readers held it";
+  EXPECT_FALSE(writer.try_lock_for(200ms));
+  first.unlock();
+  EXPECT_FALSE(writer.try_lock()) << "a writer got in while one reader still held it";
+  rb.unlock_shared();
+  std::unique_lock exclusive(writer, std::defer_lock);
+  ASSERT_TRUE(exclusive.try_lock_for(scaled(2s)));
+  EXPECT_GT(writer.token(), 0u);
+}
+
+TEST_P(SharedConformance, AWriterExcludesReadersAndWriters) {
+  auto w = client(), r = client(), w2 = client();
+  auto writer = w->shared_mutex(lock_name()), reader = r->shared_mutex(lock_name()),
+       other = w2->shared_mutex(lock_name());
+  writer.lock();
+  const auto write_token = writer.token();
+  EXPECT_FALSE(reader.try_lock_shared());
+  EXPECT_FALSE(reader.try_lock_shared_for(200ms));
+  EXPECT_FALSE(other.try_lock());
+  writer.unlock();
+  ASSERT_TRUE(reader.try_lock_shared_for(scaled(2s)));
+  EXPECT_GT(reader.token(), write_token);
+  reader.unlock_shared();
+  ASSERT_TRUE(other.try_lock_for(scaled(2s)));
+  other.unlock();
+}
+
+TEST_P(SharedConformance, AWaitingWriterHoldsBackLaterReaders) {
+  auto a = client(), w = client(), late = client();
+  auto early = a->shared_mutex(lock_name()), writer = w->shared_mutex(lock_name()),
+       reader = late->shared_mutex(lock_name());
+  early.lock_shared();
+  std::atomic<bool> writing{false};
+  std::thread t([&] {
+    writer.lock();
+    writing = true;
+    std::this_thread::sleep_for(300ms);
+    writing = false;
+    writer.unlock();
+  });
+  std::this_thread::sleep_for(scaled(300ms));  // the writer queues behind the first reader
+  EXPECT_FALSE(reader.try_lock_shared_for(300ms)) << "a reader overtook a waiting writer (writers would starve)";
+  early.unlock_shared();
+  ASSERT_TRUE(reader.try_lock_shared_for(scaled(5s)));
+  EXPECT_FALSE(writing.load()) << "a reader got in while the writer held it";
+  reader.unlock_shared();
+  t.join();
+}
+
+TEST_P(SharedConformance, AThreadHoldsItOneWayAtATime) {
+  auto c = client(), other = client();
+  auto rw = c->shared_mutex(lock_name());
+  // As with std::shared_mutex: reading, then writing (or the reverse) in one
+  // thread would wait for itself; refused, and nothing changes.
+  rw.lock_shared();
+  try {
+    rw.lock();
+    ADD_FAILURE() << "a reader took the write lock of a lock it reads";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), errc::would_deadlock) << e.what();
+  }
+  EXPECT_FALSE(rw.held_by_current_thread());
+  EXPECT_TRUE(rw.held_shared_by_current_thread());
+  auto reader = other->shared_mutex(lock_name());
+  EXPECT_TRUE(reader.try_lock_shared()) << "the refused upgrade blocked other readers";
+  reader.unlock_shared();
+  rw.unlock_shared();
+  ASSERT_TRUE(rw.try_lock_for(scaled(5s)));
+  try {
+    rw.lock_shared();
+    ADD_FAILURE() << "a writer took the read lock of a lock it writes";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), errc::would_deadlock) << e.what();
+  }
+  EXPECT_TRUE(rw.held_by_current_thread());
+  EXPECT_FALSE(rw.held_shared_by_current_thread());
+  rw.unlock();
+  auto writer = other->shared_mutex(lock_name());
+  EXPECT_TRUE(writer.try_lock());
+  writer.unlock();
+}
+
+// Readers and writers in several clients at once: a writer is always
+// alone (checked with fencing tokens too), a reader never sees a writer.
+// (That readers share is ReadersShareAndAWriterWaitsForThemAll.)
+TEST_P(SharedConformance, ReadersAndWritersNeverOverlap) {
+  FencedResource resource(resource_path(), true);
+  std::atomic<int> writers_in{0}, readers_in{0}, violations{0};
+  constexpr int sections = 25;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = client();
+      auto rw = c->shared_mutex(lock_name());
+      for (int n = 0; n < sections; ++n) {
+        if (i % 2 == 0) {
+          std::unique_lock hold(rw);
+          if (writers_in++ != 0 || readers_in.load() != 0) ++violations;
+          if (!resource.write(rw.token(), i)) ++violations;
+          std::this_thread::sleep_for(1ms);
+          --writers_in;
+        } else {
+          std::shared_lock hold(rw);
+          ++readers_in;
+          if (writers_in.load() != 0) ++violations;
+          std::this_thread::sleep_for(2ms);
+          --readers_in;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(violations.load(), 0);
+  const auto counts = resource.counts();
+  EXPECT_EQ(counts.accepted, 3u * sections);
+  EXPECT_EQ(counts.stale_rejected + counts.duplicate_tokens + counts.overlaps, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, SharedConformance, ::testing::ValuesIn(shared_backends_under_test()),
                          [](const auto& param_info) { return param_info.param.name; });
 
 }  // namespace
