@@ -1,7 +1,9 @@
 // dlock's zk:// mutex and Apache Curator's InterProcessMutex on the same znode path: they
 // exclude each other in both orders, they share one queue served in sequence order (with
 // fencing tokens that grow along it), and under load neither side ever holds the lock while
-// the other does.
+// the other does. Likewise dlock's SharedMutex and Curator's InterProcessReadWriteLock:
+// readers of both share, a writer of either excludes everyone, and a reader that arrives
+// after a waiting writer, of either library, queues behind it.
 //
 // Curator runs as CuratorTool child processes (curator_tool.h). The test also opens a plain
 // ZooKeeper session of its own to look at the lock's children, so that it knows a waiter's
@@ -119,14 +121,21 @@ class ZooKeeperPeek {
   bool connected_ = false;
 };
 
-// A dlock mutex taken by a thread of its own, so the test's thread stays free to drive the
-// other contenders: the thread starts waiting at once (one try_lock_for, so it keeps one
-// place in the queue, bounded so a failing test still ends), holds until release(), then
-// unlocks. The destructor releases and joins.
+// What a DlockWaiter takes: a Mutex, or a SharedMutex's write or read side.
+enum class Take { mutex, write, read };
+
+// A dlock lock taken by a thread of its own, so the test's thread stays free to drive the
+// other contenders: the thread starts waiting at once (one try_lock_for or
+// try_lock_shared_for, so it keeps one place in the queue, bounded so a failing test still
+// ends), holds until release(), then unlocks. The destructor releases and joins.
 class DlockWaiter {
  public:
-  DlockWaiter(std::shared_ptr<Client> client, const std::string& name, std::chrono::milliseconds limit)
-      : client_(std::move(client)), mutex_(client_->mutex(name)), thread_([this, limit] { run(limit); }) {}
+  DlockWaiter(std::shared_ptr<Client> client, const std::string& name, std::chrono::milliseconds limit,
+              Take take = Take::mutex)
+      : client_(std::move(client)), take_(take),
+        mutex_(take == Take::mutex ? std::optional<Mutex>(client_->mutex(name)) : std::nullopt),
+        shared_(take != Take::mutex ? std::optional<SharedMutex>(client_->shared_mutex(name)) : std::nullopt),
+        thread_([this, limit] { run(limit); }) {}
   ~DlockWaiter() {
     release();
     thread_.join();
@@ -169,7 +178,11 @@ class DlockWaiter {
     bool got = false;
     std::string error;
     try {
-      got = mutex_.try_lock_for(limit);
+      switch (take_) {
+        case Take::mutex: got = mutex_->try_lock_for(limit); break;
+        case Take::write: got = shared_->try_lock_for(limit); break;
+        case Take::read: got = shared_->try_lock_shared_for(limit); break;
+      }
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -180,20 +193,24 @@ class DlockWaiter {
       cv_.notify_all();
       return;
     }
-    token_ = mutex_.token();
+    token_ = mutex_ ? mutex_->token() : shared_->token();
     acquired_at_ = steady::now();
     state_ = State::holding;
     cv_.notify_all();
     cv_.wait(lk, [&] { return release_asked_; });
     lk.unlock();
-    mutex_.unlock();
+    if (take_ == Take::mutex) mutex_->unlock();
+    else if (take_ == Take::write) shared_->unlock();
+    else shared_->unlock_shared();
     lk.lock();
     state_ = State::released;
     cv_.notify_all();
   }
 
   std::shared_ptr<Client> client_;
-  Mutex mutex_;
+  Take take_;
+  std::optional<Mutex> mutex_;         // Take::mutex
+  std::optional<SharedMutex> shared_;  // Take::write, Take::read
   std::mutex mu_;
   std::condition_variable cv_;
   State state_ = State::waiting;
@@ -204,17 +221,25 @@ class DlockWaiter {
   std::thread thread_;  // last: starts once everything above exists
 };
 
-// A CuratorTool in `mutex` mode on `path`, ready for commands.
-std::unique_ptr<ChildProcess> start_curator(const std::string& path) {
-  auto java = std::make_unique<ChildProcess>(curator_tool_command({server_url("zookeeper"), "mutex", path}));
+// A CuratorTool on `path` in `mode` (mutex: InterProcessMutex; rwlock:
+// InterProcessReadWriteLock), ready for commands.
+std::unique_ptr<ChildProcess> start_curator(const std::string& path, const std::string& mode = "mutex") {
+  auto java = std::make_unique<ChildProcess>(curator_tool_command({server_url("zookeeper"), mode, path}));
   auto ready = java->read_line(scaled(30s));
   if (ready != "ready") throw std::runtime_error("CuratorTool did not start: " + ready.value_or("(no line)"));
   return java;
 }
 
-std::optional<CuratorAcquired> curator_lock(ChildProcess& java, std::chrono::milliseconds limit) {
-  java.write_line("lock");
+// Sends one acquiring command (lock, read-lock, write-lock, try-read-lock 200, ...) and reads
+// its answer: the node acquired, or nullopt for "timeout" (or no answer within `limit`).
+std::optional<CuratorAcquired> curator_acquire(ChildProcess& java, const std::string& command,
+                                               std::chrono::milliseconds limit) {
+  java.write_line(command);
   return parse_curator_acquired(java.read_line(limit).value_or(""));
+}
+
+std::optional<CuratorAcquired> curator_lock(ChildProcess& java, std::chrono::milliseconds limit) {
+  return curator_acquire(java, "lock", limit);
 }
 
 // steady_clock in nanoseconds: the clock of CuratorTool's interval lines.
@@ -467,6 +492,313 @@ TEST(ZooKeeperInterop, CuratorAndDlockContendingLoseNoUpdateAndNeverOverlap) {
   std::sort(all.begin(), all.end());
   for (std::size_t k = 1; k < all.size(); ++k)
     EXPECT_LT(all[k - 1].second, all[k].second) << "a later section got a token no larger";
+}
+
+// ---------------------------------------------------------------------------------------
+// SharedMutex and Curator's InterProcessReadWriteLock on the same path: __READ__ and
+// __WRIT__ nodes in one sequence, readers share, a writer excludes everyone, and a reader
+// that arrives after a waiting writer queues behind it, whichever library each one uses.
+
+bool is_read_node(const std::string& node) { return node.find("__READ__") != std::string::npos; }
+bool is_write_node(const std::string& node) { return node.find("__WRIT__") != std::string::npos; }
+
+// The one node of `after` that `before` lacks (the node a new contender just made).
+std::string new_node(const std::vector<std::string>& before, const std::vector<std::string>& after) {
+  for (const auto& n : after)
+    if (std::find(before.begin(), before.end(), n) == before.end()) return n;
+  return "";
+}
+
+std::uint64_t czxid_of(ZooKeeperPeek& peek, const SharedLock& lock, const std::string& node) {
+  return static_cast<std::uint64_t>(peek.czxid(lock.path + "/" + node).value_or(-1));
+}
+
+// A Curator reader and a dlock reader hold at once; a writer of either library is refused
+// while they do; a dlock writer and then a Curator writer queue, and are served in that
+// order only once both readers have released.
+TEST(ZooKeeperInterop, CuratorAndDlockReadersShareAndShutOutBothWriters) {
+  TempDir dir;
+  SharedLock lock(dir);
+  ZooKeeperPeek peek(lock.dlock_url);
+  auto curator_reader = start_curator(lock.path, "rwlock");
+  auto curator_writer = start_curator(lock.path, "rwlock");
+
+  auto j_read = curator_acquire(*curator_reader, "read-lock", scaled(10s));
+  ASSERT_TRUE(j_read);
+  EXPECT_TRUE(is_read_node(j_read->node)) << j_read->node;
+
+  auto reader_client = dlock::connect(lock.dlock_url);
+  auto reader = reader_client->shared_mutex(lock.name);
+  ASSERT_TRUE(reader.try_lock_shared_for(scaled(10s))) << "dlock's reader was refused beside Curator's";
+  const auto d_read_token = reader.token();
+  const auto readers = peek.children(lock.path);
+  ASSERT_EQ(readers.size(), 2u);
+  EXPECT_EQ(readers.front(), j_read->node);
+  const std::string d_read = readers.back();
+  EXPECT_TRUE(is_read_node(d_read)) << d_read;
+  EXPECT_NE(d_read.find("_c_"), std::string::npos) << d_read;
+  EXPECT_EQ(d_read_token, czxid_of(peek, lock, d_read)) << "the reader's token is not its node's czxid";
+  EXPECT_EQ(static_cast<std::uint64_t>(j_read->czxid), czxid_of(peek, lock, j_read->node));
+
+  // Writers of both libraries are shut out, and their failed tries leave no node.
+  auto writer_client = dlock::connect(lock.dlock_url);
+  auto writer = writer_client->shared_mutex(lock.name);
+  EXPECT_FALSE(writer.try_lock()) << "dlock took the write lock while two readers held it";
+  EXPECT_FALSE(writer.try_lock_for(200ms)) << "dlock took the write lock while two readers held it";
+  curator_writer->write_line("try-write-lock 0");
+  EXPECT_EQ(curator_writer->read_line(scaled(10s)), "timeout") << "Curator took the write lock over two readers";
+  curator_writer->write_line("try-write-lock 200");
+  EXPECT_EQ(curator_writer->read_line(scaled(10s)), "timeout") << "Curator took the write lock over two readers";
+  EXPECT_EQ(peek.children(lock.path), readers) << "a refused writer left its node";
+
+  // A dlock writer, then a Curator writer, queue behind the readers.
+  DlockWaiter d_writer(writer_client, lock.name, scaled(60s), Take::write);
+  auto queue = peek.wait_children(lock.path, 3, scaled(10s));
+  ASSERT_EQ(queue.size(), 3u) << "dlock's writer never made its node";
+  const std::string d_write = new_node(readers, queue);
+  EXPECT_TRUE(is_write_node(d_write)) << d_write;
+  curator_writer->write_line("write-lock");
+  const auto before_j_write = queue;
+  queue = peek.wait_children(lock.path, 4, scaled(10s));
+  ASSERT_EQ(queue.size(), 4u) << "Curator's writer never made its node";
+  const std::string j_write = new_node(before_j_write, queue);
+  EXPECT_EQ(queue, (std::vector<std::string>{j_read->node, d_read, d_write, j_write}));
+  EXPECT_FALSE(d_writer.acquired_within(300ms)) << "dlock's writer got the lock while two readers held it";
+
+  // One reader gone is not enough.
+  curator_reader->write_line("unlock");
+  ASSERT_EQ(curator_reader->read_line(scaled(10s)), "released");
+  EXPECT_FALSE(d_writer.acquired_within(300ms)) << "dlock's writer got the lock while dlock's reader held it";
+  EXPECT_EQ(curator_writer->read_line(1ms), std::nullopt) << "Curator's writer got the lock over a reader";
+
+  // Both gone: the first writer, dlock's.
+  reader.unlock_shared();
+  auto w_token = d_writer.acquired_within(scaled(10s));
+  ASSERT_TRUE(w_token) << "dlock's writer was not served once both readers released " << d_writer.error();
+  EXPECT_EQ(*w_token, czxid_of(peek, lock, d_write)) << "the writer's token is not its node's czxid";
+  EXPECT_GT(*w_token, d_read_token);
+  EXPECT_EQ(curator_writer->read_line(300ms), std::nullopt) << "Curator's writer got the lock while dlock's held it";
+
+  // Then Curator's writer.
+  ASSERT_TRUE(d_writer.release());
+  auto j_got = parse_curator_acquired(curator_writer->read_line(scaled(10s)).value_or(""));
+  ASSERT_TRUE(j_got) << "Curator's writer was not served after dlock's released";
+  EXPECT_EQ(j_got->node, j_write);
+  EXPECT_GT(static_cast<std::uint64_t>(j_got->czxid), *w_token);
+  EXPECT_FALSE(reader.try_lock_shared()) << "dlock read while Curator's writer held the lock";
+  curator_writer->write_line("unlock");
+  EXPECT_EQ(curator_writer->read_line(scaled(10s)), "released");
+
+  EXPECT_TRUE(peek.wait_children(lock.path, 0, scaled(5s)).empty()) << "nodes left after everyone released";
+  for (auto* java : {curator_reader.get(), curator_writer.get()}) {
+    java->write_line("quit");
+    EXPECT_EQ(java->wait(scaled(10s)), 0);
+  }
+}
+
+// Curator writes: dlock can neither read nor write; a queued dlock reader is served when
+// Curator releases, beside a second dlock reader.
+TEST(ZooKeeperInterop, CuratorWriterExcludesDlockReaders) {
+  TempDir dir;
+  SharedLock lock(dir);
+  ZooKeeperPeek peek(lock.dlock_url);
+  auto java = start_curator(lock.path, "rwlock");
+  auto held = curator_acquire(*java, "write-lock", scaled(10s));
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(is_write_node(held->node)) << held->node;
+
+  auto client = dlock::connect(lock.dlock_url);
+  auto m = client->shared_mutex(lock.name);
+  EXPECT_FALSE(m.try_lock_shared()) << "dlock read while Curator wrote";
+  EXPECT_FALSE(m.try_lock_shared_for(200ms)) << "dlock read while Curator wrote";
+  EXPECT_FALSE(m.try_lock()) << "dlock wrote while Curator wrote";
+  EXPECT_EQ(peek.children(lock.path), std::vector<std::string>{held->node}) << "a refused reader left its node";
+
+  DlockWaiter waiter(client, lock.name, scaled(30s), Take::read);
+  auto queue = peek.wait_children(lock.path, 2, scaled(10s));
+  ASSERT_EQ(queue.size(), 2u) << "dlock's reader never made its node";
+  EXPECT_EQ(queue.front(), held->node);
+  EXPECT_TRUE(is_read_node(queue.back())) << queue.back();
+  EXPECT_FALSE(waiter.acquired_within(300ms)) << "dlock read while Curator wrote";
+
+  java->write_line("unlock");
+  ASSERT_EQ(java->read_line(scaled(10s)), "released");
+  auto token = waiter.acquired_within(scaled(10s));
+  ASSERT_TRUE(token) << "dlock's reader was not served after Curator's writer released " << waiter.error();
+  EXPECT_EQ(*token, czxid_of(peek, lock, queue.back())) << "the reader's token is not its node's czxid";
+  EXPECT_GT(*token, static_cast<std::uint64_t>(held->czxid));
+  // Readers share: another dlock client reads beside it; Curator can't write.
+  auto other = dlock::connect(lock.dlock_url)->shared_mutex(lock.name);
+  EXPECT_TRUE(other.try_lock_shared()) << "a second reader was refused beside the first";
+  java->write_line("try-write-lock 100");
+  EXPECT_EQ(java->read_line(scaled(10s)), "timeout") << "Curator wrote while dlock read";
+  other.unlock_shared();
+  ASSERT_TRUE(waiter.release());
+
+  EXPECT_TRUE(peek.wait_children(lock.path, 0, scaled(5s)).empty()) << "nodes left after everyone released";
+  java->write_line("quit");
+  EXPECT_EQ(java->wait(scaled(10s)), 0);
+}
+
+// dlock writes: Curator can neither read nor write; a queued Curator reader is served when
+// dlock releases, and dlock then reads beside it but cannot write.
+TEST(ZooKeeperInterop, DlockWriterExcludesCuratorReaders) {
+  TempDir dir;
+  SharedLock lock(dir);
+  ZooKeeperPeek peek(lock.dlock_url);
+  auto java = start_curator(lock.path, "rwlock");
+
+  auto client = dlock::connect(lock.dlock_url);
+  auto m = client->shared_mutex(lock.name);
+  m.lock();
+  const auto token = m.token();
+  const auto ours = peek.children(lock.path);
+  ASSERT_EQ(ours.size(), 1u);
+  EXPECT_TRUE(is_write_node(ours.front())) << ours.front();
+  EXPECT_EQ(token, czxid_of(peek, lock, ours.front())) << "the writer's token is not its node's czxid";
+
+  java->write_line("try-read-lock 0");
+  EXPECT_EQ(java->read_line(scaled(10s)), "timeout") << "Curator read while dlock wrote";
+  java->write_line("try-read-lock 200");
+  EXPECT_EQ(java->read_line(scaled(10s)), "timeout") << "Curator read while dlock wrote";
+  java->write_line("try-write-lock 0");
+  EXPECT_EQ(java->read_line(scaled(10s)), "timeout") << "Curator wrote while dlock wrote";
+  EXPECT_EQ(peek.children(lock.path), ours) << "Curator's failed attempts left a node";
+
+  java->write_line("read-lock");
+  auto queue = peek.wait_children(lock.path, 2, scaled(10s));
+  ASSERT_EQ(queue.size(), 2u) << "Curator's reader never made its node";
+  EXPECT_EQ(queue.front(), ours.front());
+  EXPECT_TRUE(is_read_node(queue.back())) << queue.back();
+  EXPECT_EQ(java->read_line(300ms), std::nullopt) << "Curator read while dlock wrote";
+
+  m.unlock();
+  auto got = parse_curator_acquired(java->read_line(scaled(10s)).value_or(""));
+  ASSERT_TRUE(got) << "Curator's reader was not served after dlock's writer released";
+  EXPECT_EQ(got->node, queue.back());
+  EXPECT_GT(static_cast<std::uint64_t>(got->czxid), token);
+  EXPECT_FALSE(m.try_lock_for(100ms)) << "dlock wrote while Curator read";
+  EXPECT_TRUE(m.try_lock_shared()) << "dlock could not read beside Curator's reader";
+  m.unlock_shared();
+
+  java->write_line("unlock");
+  EXPECT_EQ(java->read_line(scaled(10s)), "released");
+  EXPECT_TRUE(m.try_lock()) << "dlock cannot write after Curator's reader released";
+  m.unlock();
+  java->write_line("quit");
+  EXPECT_EQ(java->wait(scaled(10s)), 0);
+}
+
+// No writer starves across libraries: Curator's reader A holds; dlock's writer W queues;
+// then a dlock reader R and a Curator reader C, arriving after W, must not slip in beside A
+// — they queue behind W. A releases → W alone; W releases → R and C together.
+TEST(ZooKeeperInterop, ReadersArrivingAfterAWaitingWriterQueueBehindIt) {
+  TempDir dir;
+  SharedLock lock(dir);
+  ZooKeeperPeek peek(lock.dlock_url);
+  auto java_a = start_curator(lock.path, "rwlock");
+  auto java_c = start_curator(lock.path, "rwlock");  // both JVMs up before the queue forms
+
+  auto a = curator_acquire(*java_a, "read-lock", scaled(10s));
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(is_read_node(a->node)) << a->node;
+
+  auto client_w = dlock::connect(lock.dlock_url);
+  auto client_r = dlock::connect(lock.dlock_url);
+  DlockWaiter w(client_w, lock.name, scaled(60s), Take::write);
+  auto queue = peek.wait_children(lock.path, 2, scaled(10s));
+  ASSERT_EQ(queue.size(), 2u) << "W never made its node";
+  const std::string node_w = queue[1];
+  EXPECT_TRUE(is_write_node(node_w)) << node_w;
+  EXPECT_FALSE(w.acquired_within(200ms)) << "W wrote while A read";
+
+  // Late readers are refused while W waits (A alone holds, and only reads).
+  auto r_try = client_r->shared_mutex(lock.name);
+  EXPECT_FALSE(r_try.try_lock_shared()) << "dlock's reader overtook the waiting writer";
+  EXPECT_FALSE(r_try.try_lock_shared_for(300ms)) << "dlock's reader overtook the waiting writer";
+  java_c->write_line("try-read-lock 300");
+  EXPECT_EQ(java_c->read_line(scaled(10s)), "timeout") << "Curator's reader overtook dlock's waiting writer";
+  EXPECT_EQ(peek.children(lock.path), queue) << "a refused reader left its node";
+
+  // So they queue.
+  DlockWaiter r(client_r, lock.name, scaled(60s), Take::read);
+  queue = peek.wait_children(lock.path, 3, scaled(10s));
+  ASSERT_EQ(queue.size(), 3u) << "R never made its node";
+  const std::string node_r = queue[2];
+  java_c->write_line("read-lock");
+  queue = peek.wait_children(lock.path, 4, scaled(10s));
+  ASSERT_EQ(queue.size(), 4u) << "C never made its node";
+  const std::string node_c = queue[3];
+  ASSERT_EQ(queue, (std::vector<std::string>{a->node, node_w, node_r, node_c}));
+  EXPECT_TRUE(is_read_node(node_r)) << node_r;
+  EXPECT_TRUE(is_read_node(node_c)) << node_c;
+  EXPECT_LT(a->sequence, sequence_of(node_w));
+  EXPECT_LT(sequence_of(node_w), sequence_of(node_r));
+  EXPECT_LT(sequence_of(node_r), sequence_of(node_c));
+  EXPECT_FALSE(r.acquired_within(300ms)) << "R read beside A while W waited";
+  EXPECT_EQ(java_c->read_line(1ms), std::nullopt) << "C read beside A while W waited";
+  EXPECT_FALSE(w.holds_now()) << "W wrote while A read";
+
+  // A → W, alone.
+  const auto a_released = steady::now();
+  java_a->write_line("unlock");
+  ASSERT_EQ(java_a->read_line(scaled(10s)), "released");
+  auto token_w = w.acquired_within(scaled(10s));
+  ASSERT_TRUE(token_w) << "W was not served after A released " << w.error();
+  EXPECT_GT(w.acquired_at(), a_released);
+  EXPECT_EQ(*token_w, czxid_of(peek, lock, node_w)) << "W's token is not its node's czxid";
+  EXPECT_GT(*token_w, static_cast<std::uint64_t>(a->czxid));
+  EXPECT_FALSE(r.acquired_within(300ms)) << "R read while W wrote";
+  EXPECT_EQ(java_c->read_line(1ms), std::nullopt) << "C read while W wrote";
+
+  // W → R and C, together.
+  const auto czxid_r = czxid_of(peek, lock, node_r);
+  const auto w_released = steady::now();
+  ASSERT_TRUE(w.release());
+  auto token_r = r.acquired_within(scaled(10s));
+  ASSERT_TRUE(token_r) << "R was not served after W released " << r.error();
+  EXPECT_GT(r.acquired_at(), w_released);
+  EXPECT_EQ(*token_r, czxid_r) << "R's token is not its node's czxid";
+  EXPECT_GT(*token_r, *token_w);
+  auto got_c = parse_curator_acquired(java_c->read_line(scaled(10s)).value_or(""));
+  ASSERT_TRUE(got_c) << "C was not served after W released";
+  EXPECT_EQ(got_c->node, node_c);
+  EXPECT_GT(static_cast<std::uint64_t>(got_c->czxid), *token_r);
+  EXPECT_TRUE(r.holds_now()) << "R lost its read lock when C got one";
+
+  ASSERT_TRUE(r.release());
+  java_c->write_line("unlock");
+  EXPECT_EQ(java_c->read_line(scaled(10s)), "released");
+  EXPECT_TRUE(peek.wait_children(lock.path, 0, scaled(5s)).empty()) << "nodes left after the queue drained";
+  for (auto* java : {java_a.get(), java_c.get()}) {
+    java->write_line("quit");
+    EXPECT_EQ(java->wait(scaled(10s)), 0);
+  }
+}
+
+// Only zk:// has a read-write lock so far: the one-host backends refuse shared_mutex() at
+// once, with unsupported, rather than hand out a lock that is not shared with anyone.
+TEST(ZooKeeperInterop, SharedMutexIsUnsupportedOffZooKeeper) {
+  TempDir dir;
+  std::vector<std::string> urls;
+#ifdef DLOCK_WITH_FILE
+  urls.push_back("file://" + dir.path() + "/locks");
+#endif
+#ifdef DLOCK_WITH_SQLITE
+  urls.push_back("sqlite://" + dir.path() + "/locks.db");
+#endif
+  if (urls.empty()) GTEST_SKIP() << "no file:// or sqlite:// backend in this build";
+  for (const auto& url : urls) {
+    auto client = dlock::connect(url);
+    try {
+      (void)client->shared_mutex("config");
+      ADD_FAILURE() << url << ": shared_mutex() did not throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::unsupported) << url << ": " << e.what();
+    }
+  }
+  // zk:// has it: making the handle is no remote call and must not throw.
+  EXPECT_NO_THROW((void)dlock::connect(server_url("zookeeper"))->shared_mutex("config"));
 }
 
 }  // namespace
