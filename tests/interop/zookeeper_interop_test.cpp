@@ -776,30 +776,5 @@ TEST(ZooKeeperInterop, ReadersArrivingAfterAWaitingWriterQueueBehindIt) {
   }
 }
 
-// Only zk:// has a read-write lock so far: the one-host backends refuse shared_mutex() at
-// once, with unsupported, rather than hand out a lock that is not shared with anyone.
-TEST(ZooKeeperInterop, SharedMutexIsUnsupportedOffZooKeeper) {
-  TempDir dir;
-  std::vector<std::string> urls;
-#ifdef DLOCK_WITH_FILE
-  urls.push_back("file://" + dir.path() + "/locks");
-#endif
-#ifdef DLOCK_WITH_SQLITE
-  urls.push_back("sqlite://" + dir.path() + "/locks.db");
-#endif
-  if (urls.empty()) GTEST_SKIP() << "no file:// or sqlite:// backend in this build";
-  for (const auto& url : urls) {
-    auto client = dlock::connect(url);
-    try {
-      (void)client->shared_mutex("config");
-      ADD_FAILURE() << url << ": shared_mutex() did not throw";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), errc::unsupported) << url << ": " << e.what();
-    }
-  }
-  // zk:// has it: making the handle is no remote call and must not throw.
-  EXPECT_NO_THROW((void)dlock::connect(server_url("zookeeper"))->shared_mutex("config"));
-}
-
 }  // namespace
 }  // namespace dlock::test
