@@ -22,9 +22,11 @@ ClientState::~ClientState() {
   // answering: one op_timeout at most, not one per lock (the leases run out).
   bool store_answers = true;
   for (auto& [key, hold] : holds_) {
-    std::lock_guard g(hold->mu);
-    if (hold->released) continue;
-    hold->released = true;
+    {
+      std::lock_guard g(hold->mu);
+      if (hold->released) continue;
+    }
+    hold->stop_renewals();
     if (store_answers && backend_->locks().release(hold->request, hold->grant).code() == errc::unavailable)
       store_answers = false;
   }
@@ -108,13 +110,10 @@ Status ClientState::release(const std::string& name, LockKind kind) noexcept {
       holds_.erase(it);
     }
     const bool was_lost = hold->lost.load() || hold->past_deadline();
-    {
-      // After this no renewal touches the grant, so the release itself runs
-      // without hold->mu and never holds up the lease keeper.
-      std::lock_guard g(hold->mu);
-      keeper_->remove(hold.get());
-      hold->released = true;
-    }
+    // After this no renewal touches the grant, so the release itself runs
+    // without hold->mu and never holds up the lease keeper.
+    keeper_->remove(hold.get());
+    hold->stop_renewals();
     Status s = backend_->locks().release(hold->request, hold->grant);
     if (was_lost) {
       hold->mark_lost();  // outside every lock: it may run stop callbacks

@@ -4,6 +4,7 @@
 #include "core/driver.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -22,6 +23,7 @@ struct Hold {
   std::chrono::milliseconds renew_every{};
   steady::time_point next_renewal{};    // guarded by the lease keeper's mutex
   bool released = false;                // guarded by mu: no renewal after this
+  bool renewing = false;                // guarded by mu: a renewal of grant is in flight
   bool in_keeper = false;               // guarded by the lease keeper's mutex
   std::atomic<bool> lost{false};
   // grant.valid_until, readable without mu (lease_end / set_lease_end).
@@ -29,6 +31,15 @@ struct Hold {
   std::atomic<std::uint64_t>* lost_counter = nullptr;  // the client's count of lost holds
   std::stop_source stop;
   std::mutex mu;                        // serialises renewal against release
+  std::condition_variable renewed;      // renewing turned false
+
+  // Marks the hold released once no renewal is in flight: after this the
+  // lease keeper never touches its grant again.
+  void stop_renewals() {
+    std::unique_lock g(mu);
+    renewed.wait(g, [&] { return !renewing; });
+    released = true;
+  }
   // Marks the hold lost when the store drops it (Grant::dropped). Declared
   // last: destroyed first, so it never runs on a half-destroyed hold.
   std::unique_ptr<std::stop_callback<std::function<void()>>> on_dropped;

@@ -85,9 +85,10 @@ void LeaseKeeper::run() {
 }
 
 void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
-  // Lock every due hold so that release can't run while its renewal is in
-  // flight; release() takes the same mutex, so after it no renewal is sent.
-  std::vector<std::unique_lock<std::mutex>> guards;
+  // Each hold in the batch is marked `renewing` (under its own mutex, for a
+  // moment): release() waits for that flag to drop before it marks the hold
+  // released, so no renewal is sent after a release, and no hold's mutex is
+  // held across the round trip (a batch may hold thousands).
   std::vector<Renewal> batch;
   std::vector<Hold*> batched;
   // Marked lost only after every lock is dropped: stop callbacks may call
@@ -95,7 +96,7 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
   std::vector<Hold*> to_lose;
   const auto now = steady::now();
   for (auto& h : due) {
-    std::unique_lock g(h->mu);
+    std::lock_guard g(h->mu);
     if (h->released || h->lost.load()) continue;
     {
       std::lock_guard lk(mu_);
@@ -106,30 +107,38 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
       continue;
     }
     if (h->request.mode == LeaseMode::fixed) continue;
+    h->renewing = true;
     batch.push_back(Renewal{&h->request, &h->grant, {}});
     batched.push_back(h.get());
-    guards.push_back(std::move(g));
   }
   if (!batch.empty()) {
     driver_.renew(batch);
     const auto after = steady::now();
-    std::lock_guard lk(mu_);
-    ++counters_.batches;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      Hold& h = *batched[i];
-      const Status& s = batch[i].outcome;
-      h.set_lease_end(h.grant.valid_until);
-      if (s.ok()) {
-        ++counters_.renewals;
-        h.next_renewal = after + h.renew_every;
-      } else if (s.code() == errc::lock_lost || s.code() == errc::not_owner || after >= h.lease_end()) {
-        to_lose.push_back(&h);
-      } else {
-        h.next_renewal = after + retry_after_failure(h);
+    {
+      std::lock_guard lk(mu_);
+      ++counters_.batches;
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        Hold& h = *batched[i];
+        const Status& s = batch[i].outcome;
+        h.set_lease_end(h.grant.valid_until);
+        if (s.ok()) {
+          ++counters_.renewals;
+          h.next_renewal = after + h.renew_every;
+        } else if (s.code() == errc::lock_lost || s.code() == errc::not_owner || after >= h.lease_end()) {
+          to_lose.push_back(&h);
+        } else {
+          h.next_renewal = after + retry_after_failure(h);
+        }
       }
     }
+    for (Hold* h : batched) {
+      {
+        std::lock_guard g(h->mu);
+        h->renewing = false;
+      }
+      h->renewed.notify_all();
+    }
   }
-  guards.clear();
   for (Hold* h : to_lose) h->mark_lost();
 }
 

@@ -31,8 +31,8 @@ class LeaseKeeper {
 
   void add(std::shared_ptr<Hold> hold);
   // After remove() returns the keeper starts no renewal of `hold`. One
-  // already in flight holds hold->mu; callers that lock hold->mu and set
-  // `released` (as ClientState::release does) exclude it too.
+  // already in flight has hold->renewing set; Hold::stop_renewals() (as
+  // ClientState::release calls) waits for it and excludes later ones.
   void remove(Hold* hold);
 
   struct Counters {
