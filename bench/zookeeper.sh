@@ -158,9 +158,9 @@ if raw:
 for n in notes:
     print(n)
 
-hdr = "%-12s %-22s %5s %9s %10s %10s %5s %11s %6s %10s %10s"
-print("\n" + hdr % ("workload", "who", "P×T", "ops/s", "acq p50us", "acq p99us", "lost", "handoffs/s", "Jain",
-                    "vs raw", "dlock/this"))
+hdr = "%-12s %-22s %5s %9s %10s %10s %5s %11s %9s %6s %10s %10s"
+print("\n" + hdr % ("workload", "who", "P×T", "ops/s", "acq p50us", "acq p99us", "lost", "handoffs/s", "wake/hoff",
+                    "Jain", "vs raw", "dlock/this"))
 def who(r):
     if "peer" not in r:
         return "dlock"
@@ -173,13 +173,15 @@ def vs_raw(r):
 for w in ("uncontended", "contended", "many-keys"):
     group = ([dlock[w]] if w in dlock else []) + [p for p in peers if p["workload"] == w]
     if w not in dlock:
-        print(hdr % (w, "dlock", "", "(not run)", "", "", "", "", "", "", ""))
+        print(hdr % (w, "dlock", "", "(not run)", "", "", "", "", "", "", "", ""))
     base = dlock.get(w)
     for r in group:
         ratio = "%.2f×" % (base["ops_per_s"] / r["ops_per_s"]) if base and r is not base and r["ops_per_s"] else ""
         print(hdr % (w, who(r), "%dx%d" % (r["processes"], r["threads"]), "%.0f" % r["ops_per_s"],
                      "%.0f" % r["acquire_p50_us"], "%.0f" % r["acquire_p99_us"], r["lost_updates"],
-                     "%.1f" % r["owner_changes_per_s"], "%.3f" % r["jain"], vs_raw(r), ratio))
+                     "%.1f" % r["owner_changes_per_s"],
+                     "%.3f" % r["wakeups_per_handoff"] if "wakeups_per_handoff" in r and r["owner_changes_per_s"] else "-",
+                     "%.3f" % r["jain"], vs_raw(r), ratio))
 fs = dlock.get("flash-sale")
 if fs:
     for m in fs.get("modes", []):
@@ -194,7 +196,8 @@ if c and best:
 print("""
 ops/s: lock+unlock per second (contended: with a non-atomic read+write of a counter inside, in shared
 memory unless "counter in zk", where it is a get+set of a znode: 2 more round trips). handoffs/s:
-acquisitions by another process than the last holder. vs raw: uncontended and contended ops/s ÷ synchronous
+acquisitions by another process than the last holder. wake/hoff: dlock waits a notification ended, per
+handoff (ClientStats::wakeups; 1.0 = one waiter woken per handoff, no herd). vs raw: uncontended and contended ops/s ÷ synchronous
 create+delete pairs/s; many-keys ÷ pairs/s with requests in flight.""")
 bad = [r for r in rows if r.get("lost_updates", 0) or any(m.get("oversold", 0) for m in r.get("modes", []))]
 if bad:
