@@ -49,18 +49,23 @@ void Latch::arrive_and_wait(std::int64_t n) {
 }
 
 bool Latch::wait_until_steady(steady::time_point deadline) {
+  // A notification armed on the store and not yet fired: the safety re-read
+  // doesn't arm another one (each would stay registered until the count changes).
+  std::unique_ptr<detail::Waiter> change;
   for (;;) {
-    // Read and arm the notification in one step, so a change between the
-    // read and the wait is not missed.
-    auto read = driver(*client_).read(name_, count_, true, op_deadline(*client_)).value();
+    // Reading and arming are one step, so a change in between is not missed.
+    auto read = driver(*client_).read(name_, count_, !change, op_deadline(*client_)).value();
     if (read.remaining == 0) return true;
+    if (read.change) change = std::move(read.change);
     const auto now = steady::now();
     if (now >= deadline) return false;
     const auto until = std::min(deadline, now + reread_interval);
-    if (read.change)
-      read.change->wait_until(until).throw_if_error();
-    else
+    if (!change) {
       std::this_thread::sleep_until(until);
+      continue;
+    }
+    change->wait_until(until).throw_if_error();
+    if (steady::now() < until) change.reset();  // it fired (or the session changed): arm anew
   }
 }
 

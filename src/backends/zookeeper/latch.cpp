@@ -33,6 +33,9 @@ class ChangeWaiter final : public Waiter {
 Result<LatchRead> Latches::read(const std::string& name, std::int64_t initial, bool watch,
                                 steady::time_point deadline) {
   const std::string step = "reading latch '" + name + "'";
+  // Refused even when the latch exists (and this count would go unused): the same call
+  // must not succeed or fail depending on who came first.
+  if (auto bytes = encode_count(initial, "latch count"); !bytes) return bytes.status();
   const std::string path = lock_path(session_.config(), name);
   while (steady::now() < deadline) {
     auto signal = watch ? std::make_shared<Signal>() : nullptr;
