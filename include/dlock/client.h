@@ -14,6 +14,8 @@
 // Thread-safety: a Client may be used from any number of threads.
 #pragma once
 
+#include <dlock/counter.h>
+#include <dlock/latch.h>
 #include <dlock/mutex.h>
 #include <dlock/shared_mutex.h>
 #include <dlock/options.h>
@@ -76,6 +78,17 @@ class Client {
   // Throws invalid_argument for a bad name or options, unsupported if the
   // backend has no read-write lock (so far: zk:// only). No remote call.
   SharedMutex shared_mutex(std::string name, MutexOptions options = {});
+
+  // A handle on the shared integer `name` (dlock/counter.h). Throws
+  // unsupported if the backend has none (so far zk:// has), invalid_argument
+  // for a bad name. No remote call.
+  Counter counter(std::string name);
+
+  // Opens the latch `name` (dlock/latch.h), creating it with `count` if it
+  // does not exist yet. Throws unsupported if the backend has none (so far
+  // zk:// has), invalid_argument for a bad name or count < 0, unavailable if
+  // the store did not answer within op_timeout.
+  Latch latch(std::string name, std::int64_t count);
 
   // Locks currently held whose names start with `prefix`.
   std::vector<LockInfo> list_locks(std::string_view prefix = {});

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <dlock/client.h>
+#include <dlock/counter.h>
 #include <dlock/error.h>
+#include <dlock/latch.h>
 #include <dlock/mutex.h>
 #include <dlock/options.h>
 #include <dlock/shared_mutex.h>

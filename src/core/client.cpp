@@ -1,6 +1,8 @@
 #include <dlock/client.h>
 
 #include "core/client_state.h"
+#include "core/counter_driver.h"
+#include "core/latch_driver.h"
 #include "core/validate.h"
 
 namespace dlock {
@@ -31,6 +33,26 @@ SharedMutex Client::shared_mutex(std::string name, MutexOptions options) {
     throw Error(errc::unsupported, "shared_mutex: the " + state_->scheme() + " backend has no read-write lock yet (zk:// has)");
   check(*state_, name, options);
   return SharedMutex(state_, std::move(name), options);
+}
+
+Counter Client::counter(std::string name) {
+  if (!state_->backend().counters())
+    throw Error(errc::unsupported, "counter: the " + state_->scheme() + " backend has no counter (zk:// has)");
+  detail::validate_name(name).throw_if_error();
+  state_->backend().validate_name(name).throw_if_error();
+  return Counter(state_, std::move(name));
+}
+
+Latch Client::latch(std::string name, std::int64_t count) {
+  auto* latches = state_->backend().latches();
+  if (!latches) throw Error(errc::unsupported, "latch: the " + state_->scheme() + " backend has no latch (zk:// has)");
+  detail::validate_name(name).throw_if_error();
+  state_->backend().validate_name(name).throw_if_error();
+  if (count < 0)
+    throw Error(errc::invalid_argument, "latch '" + name + "': count must be >= 0, not " + std::to_string(count));
+  // The first client to open it sets its count.
+  (void)latches->read(name, count, false, detail::steady::now() + state_->options().op_timeout).value();
+  return Latch(state_, std::move(name), count);
 }
 
 std::vector<LockInfo> Client::list_locks(std::string_view prefix) {

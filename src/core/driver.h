@@ -24,6 +24,9 @@
 
 namespace dlock::detail {
 
+class CounterDriver;  // counter_driver.h
+class LatchDriver;    // latch_driver.h
+
 using steady = std::chrono::steady_clock;
 
 // Which primitive a request is for. A Mutex and a SharedMutex of the same
@@ -139,6 +142,9 @@ class Backend {
   // The session timeout the store agreed to, for stores whose locks live as
   // long as a session (ZooKeeper); nullopt for lease-based stores.
   virtual std::optional<std::chrono::milliseconds> session_timeout() const { return std::nullopt; }
+  // Counter and Latch; nullptr where the backend has none.
+  virtual CounterDriver* counters() { return nullptr; }
+  virtual LatchDriver* latches() { return nullptr; }
 };
 
 }  // namespace dlock::detail

@@ -29,6 +29,8 @@ struct BackendUnderTest {
   bool reports_remaining = true;
   // Whether it has the read-write lock (Client::shared_mutex).
   bool shared = false;
+  // Whether it has Counter and Latch (Client::counter, Client::latch).
+  bool counters = false;
 };
 
 // gtest prints the parameter by its name, not its bytes.
@@ -54,6 +56,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                    return server_url("zookeeper") + "/" + unique_name(dir) + "?session_timeout=2s";
                  },
                  false, true, true, false, true});
+  all.back().counters = true;
 #endif
   return all;
 }
@@ -62,6 +65,13 @@ inline std::vector<BackendUnderTest> backends_under_test() {
 inline std::vector<BackendUnderTest> shared_backends_under_test() {
   auto all = backends_under_test();
   std::erase_if(all, [](const BackendUnderTest& b) { return !b.shared; });
+  return all;
+}
+
+// The backends that claim Counter and Latch.
+inline std::vector<BackendUnderTest> counter_backends_under_test() {
+  auto all = backends_under_test();
+  std::erase_if(all, [](const BackendUnderTest& b) { return !b.counters; });
   return all;
 }
 

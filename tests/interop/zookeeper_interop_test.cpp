@@ -3,7 +3,8 @@
 // fencing tokens that grow along it), and under load neither side ever holds the lock while
 // the other does. Likewise dlock's SharedMutex and Curator's InterProcessReadWriteLock:
 // readers of both share, a writer of either excludes everyone, and a reader that arrives
-// after a waiting writer, of either library, queues behind it.
+// after a waiting writer, of either library, queues behind it. And dlock's Counter and
+// Curator's SharedCount on one znode read and change the same value.
 //
 // Curator runs as CuratorTool child processes (curator_tool.h). The test also opens a plain
 // ZooKeeper session of its own to look at the lock's children, so that it knows a waiter's
@@ -774,6 +775,28 @@ TEST(ZooKeeperInterop, ReadersArrivingAfterAWaitingWriterQueueBehindIt) {
     java->write_line("quit");
     EXPECT_EQ(java->wait(scaled(10s)), 0);
   }
+}
+
+// dlock's Counter and Curator's SharedCount on the same znode read and change one value
+// (4-byte big-endian int), in both directions, negative values included.
+TEST(ZooKeeperInterop, CounterAndCuratorSharedCountShareOneValue) {
+  TempDir dir;
+  SharedLock node(dir);
+  auto client = dlock::connect(node.dlock_url);
+  auto counter = client->counter(node.name);
+  auto curator_count = [&](std::vector<std::string> delta) {
+    std::vector<std::string> args{server_url("zookeeper"), "count", node.path};
+    args.insert(args.end(), delta.begin(), delta.end());
+    ChildProcess java(curator_tool_command(args));
+    auto line = java.read_line(scaled(30s));
+    EXPECT_EQ(java.wait(scaled(10s)), 0);
+    return line.value_or("(no answer)");
+  };
+  counter.store(-123'456);
+  EXPECT_EQ(curator_count({}), "count -123456");
+  EXPECT_EQ(curator_count({"1000"}), "count -122456");
+  EXPECT_EQ(counter.fetch_add(1), -122'456);
+  EXPECT_EQ(curator_count({}), "count -122455");
 }
 
 }  // namespace

@@ -91,8 +91,11 @@ void on_strings(int rc, const String_vector* strings, const void* data) {
 }
 void on_void(int rc, const void* data) { (*take(data))->finish(rc, nullptr, nullptr, nullptr); }
 void on_stat(int rc, const Stat* stat, const void* data) { (*take(data))->finish(rc, nullptr, stat, nullptr); }
-void on_data(int rc, const char*, int, const Stat* stat, const void* data) {
-  (*take(data))->finish(rc, nullptr, stat, nullptr);
+void on_data(int rc, const char* value, int length, const Stat* stat, const void* data) {
+  auto call = take(data);
+  // Written before finish() publishes the reply under the call's mutex.
+  if (rc == ZOK && value && length > 0) (*call)->data.assign(value, static_cast<std::size_t>(length));
+  (*call)->finish(rc, nullptr, stat, nullptr);
 }
 
 
@@ -337,6 +340,24 @@ CallPtr Session::watch(const std::string& path, const std::shared_ptr<Signal>& s
   }
   return call(deadline, [path, id](zhandle_t* zh, CallPtr* data) {
     return zoo_awget(zh, path.c_str(), &Session::on_watch, id, on_data, data);
+  });
+}
+
+CallPtr Session::get(const std::string& path, steady::time_point deadline) {
+  return call(deadline,
+              [path](zhandle_t* zh, CallPtr* data) { return zoo_aget(zh, path.c_str(), 0, on_data, data); });
+}
+
+CallPtr Session::set(const std::string& path, std::string value, int version, steady::time_point deadline) {
+  return call(deadline, [path, value = std::move(value), version](zhandle_t* zh, CallPtr* data) {
+    return zoo_aset(zh, path.c_str(), value.data(), static_cast<int>(value.size()), version, on_stat, data);
+  });
+}
+
+CallPtr Session::create_with(const std::string& path, std::string value, int flags, steady::time_point deadline) {
+  return call(deadline, [path, value = std::move(value), flags, acl = acl_](zhandle_t* zh, CallPtr* data) {
+    return zoo_acreate2(zh, path.c_str(), value.data(), static_cast<int>(value.size()), acl, flags, on_string_stat,
+                        data);
   });
 }
 

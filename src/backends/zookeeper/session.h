@@ -57,6 +57,7 @@ class Call : public std::enable_shared_from_this<Call> {
   std::string path;       // create: the node's name with its sequence number
   Stat stat{};            // create2, exists, get
   std::vector<std::string> children;
+  std::string data;       // get, watch: the node's data
   std::uint64_t generation = 0;  // the session it was last issued in
 
  private:
@@ -116,6 +117,13 @@ class Session {
   // Reads `path` and leaves a one-shot watch on it that notifies `signal`
   // (no watch is left if the node does not exist: rc ZNONODE).
   CallPtr watch(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline);
+  // Reads `path`'s data (Call::data) and stat.
+  CallPtr get(const std::string& path, steady::time_point deadline);
+  // Replaces `path`'s data if its version is still `version` (ZBADVERSION
+  // otherwise; -1: whatever the version).
+  CallPtr set(const std::string& path, std::string data, int version, steady::time_point deadline);
+  // Creates `path` (not its parents) holding `data`.
+  CallPtr create_with(const std::string& path, std::string data, int flags, steady::time_point deadline);
   // Forgets a signal: its watch, if it fires later, notifies nobody.
   void unwatch(const std::shared_ptr<Signal>& signal);
 

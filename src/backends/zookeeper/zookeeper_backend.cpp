@@ -28,6 +28,8 @@
 // our node still exists (a force-release deletes it). A fixed lease is
 // enforced by this client: at its end the node is deleted.
 #include "backends/zookeeper/config.h"
+#include "backends/zookeeper/counter.h"
+#include "backends/zookeeper/latch.h"
 #include "backends/zookeeper/errors.h"
 #include "backends/zookeeper/session.h"
 #include "core/owner_id.h"
@@ -150,6 +152,8 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   LockDriver& locks() override { return *this; }
   bool waits_in_queue() const override { return true; }
   std::optional<milliseconds> session_timeout() const override { return session_.negotiated_timeout(); }
+  CounterDriver* counters() override { return &counters_; }
+  LatchDriver* latches() override { return &latches_; }
 
   Status ping() override {
     const auto deadline = steady::now() + session_.config().op_timeout;
@@ -453,6 +457,8 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   Session session_;
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Contender>> contenders_;  // (owner, name)
+  Counters counters_{session_};
+  Latches latches_{session_};
 };
 
 ContenderWaiter::~ContenderWaiter() { backend_.leave(key_, *contender_); }

@@ -33,6 +33,9 @@
 //     the end.
 //     COUNTER_FILE holds a decimal integer and a newline (empty or missing = 0); every writer
 //     rewrites it whole (truncate, write).
+//   CONNECT count PATH [DELTA]
+//     A SharedCount on PATH (seed 0): adds DELTA if given (trySetCount until it wins), then
+//     prints "count V" (the value it read, or set) and exits 0.
 //   bench CONNECT PATH SECONDS uncontended|contended
 //     Curator's InterProcessMutex as a peer for `dlock bench`: P worker JVMs (--processes,
 //     contended default 4, uncontended 1), each its own session, lock + unlock on PATH for
@@ -91,6 +94,8 @@ import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.shared.SharedCount;
+import org.apache.curator.framework.recipes.shared.VersionedValue;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.data.Stat;
 
@@ -302,6 +307,21 @@ public final class CuratorTool {
     Stat stat = client.checkExists().forPath(path);
     if (stat == null) throw new IllegalStateException("our lock node " + path + " is gone");
     return "acquired " + path.substring(path.lastIndexOf('/') + 1) + " " + stat.getCzxid();
+  }
+
+  static int count(Options o) throws Exception {
+    String where = o.arg(0, "CONNECT");
+    String path = o.arg(2, "PATH");
+    if (o.positional.size() > 4) throw new UsageError("count takes CONNECT count PATH [DELTA]");
+    int delta = o.positional.size() == 4 ? Integer.parseInt(o.arg(3, "DELTA")) : 0;
+    CuratorFramework client = connect(where, o);
+    try (SharedCount shared = new SharedCount(client, path, 0)) {
+      shared.start();
+      VersionedValue<Integer> seen = shared.getVersionedValue();
+      while (delta != 0 && !shared.trySetCount(seen, seen.getValue() + delta)) seen = shared.getVersionedValue();
+      out.println("count " + (seen.getValue() + delta));
+    }
+    return 0;
   }
 
   static int interactive(String mode, Options o) throws Exception {
@@ -738,9 +758,13 @@ public final class CuratorTool {
       } else if (first.equals("bench-worker")) {
         status = benchWorker(o);
       } else {
-        String mode = o.arg(1, "mutex or rwlock");
-        if (!mode.equals("mutex") && !mode.equals("rwlock")) throw new UsageError("unknown mode " + mode);
-        status = interactive(mode, o);
+        String mode = o.arg(1, "mutex, rwlock or count");
+        if (mode.equals("count")) {
+          status = count(o);
+        } else {
+          if (!mode.equals("mutex") && !mode.equals("rwlock")) throw new UsageError("unknown mode " + mode);
+          status = interactive(mode, o);
+        }
       }
     } catch (UsageError e) {
       System.err.println("CuratorTool: " + e.getMessage() + " (usage: see the comment at the top of CuratorTool.java)");

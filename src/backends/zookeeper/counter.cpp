@@ -1,0 +1,141 @@
+#include "backends/zookeeper/counter.h"
+
+#include "backends/zookeeper/errors.h"
+
+#include <limits>
+
+namespace dlock::detail::zookeeper {
+namespace {
+
+constexpr int persistent = 0;
+
+// a + b, unless it does not fit in an int64.
+std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) {
+  std::int64_t sum;
+  if (__builtin_add_overflow(a, b, &sum)) return std::nullopt;
+  return sum;
+}
+
+}  // namespace
+
+Status contended(std::string_view step) {
+  return Status(errc::unavailable, "zookeeper: " + std::string(step) +
+                                       ": the value kept changing under us until ClientOptions::op_timeout "
+                                       "(heavy contention); retry");
+}
+
+Result<std::string> encode_count(std::int64_t value, std::string_view what) {
+  if (value < std::numeric_limits<std::int32_t>::min() || value > std::numeric_limits<std::int32_t>::max())
+    return Status(errc::invalid_argument,
+                  std::string(what) + " " + std::to_string(value) +
+                      " does not fit in 32 bits: zk:// stores counts as Apache Curator's SharedCount does (a "
+                      "4-byte int), so Java clients read the same value");
+  const auto bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(value));
+  return std::string{static_cast<char>(bits >> 24), static_cast<char>(bits >> 16), static_cast<char>(bits >> 8),
+                     static_cast<char>(bits)};
+}
+
+Result<std::int64_t> decode_count(const std::string& data, std::string_view path) {
+  if (data.empty()) return std::int64_t{0};
+  if (data.size() != 4)
+    return Status(errc::invalid_argument, "zookeeper: " + std::string(path) + " holds " + std::to_string(data.size()) +
+                                              " bytes, not a count (a 4-byte big-endian int, Curator's SharedCount)");
+  std::uint32_t bits = 0;
+  for (char c : data) bits = (bits << 8) | static_cast<unsigned char>(c);
+  return std::int64_t{static_cast<std::int32_t>(bits)};
+}
+
+Result<CountNode> read_count(Session& session, const std::string& path, steady::time_point deadline,
+                             std::string_view step, const std::shared_ptr<Signal>& watch) {
+  auto call = watch ? session.watch(path, watch, deadline) : session.get(path, deadline);
+  if (!call->wait_until(deadline)) return no_reply(step);
+  if (call->rc == ZNONODE) return CountNode{};
+  if (call->rc != ZOK) return to_status(call->rc, step, path);
+  auto value = decode_count(call->data, path);
+  if (!value) return value.status();
+  return CountNode{*value, call->stat.version};
+}
+
+Result<bool> write_count(Session& session, const std::string& path, const CountNode& seen, std::int64_t value,
+                         steady::time_point deadline, std::string_view step) {
+  auto bytes = encode_count(value, "value");
+  if (!bytes) return bytes.status();
+  if (seen.version) {
+    auto set = session.set(path, *bytes, *seen.version, deadline);
+    if (!set->wait_until(deadline)) return no_reply(step);
+    if (set->rc == ZBADVERSION || set->rc == ZNONODE) return false;  // changed or deleted since we read it
+    if (Status s = to_status(set->rc, step, path); !s) return s;
+    return true;
+  }
+  for (bool parents_made = false;; parents_made = true) {
+    auto create = session.create_with(path, *bytes, persistent, deadline);
+    if (!create->wait_until(deadline)) return no_reply(step);
+    if (create->rc == ZNODEEXISTS) return false;  // someone created it first
+    if (create->rc == ZNONODE && !parents_made) {
+      if (Status s = session.create_parents(path, deadline, step); !s) return s;
+      continue;
+    }
+    if (Status s = to_status(create->rc, step, path); !s) return s;
+    return true;
+  }
+}
+
+Result<std::int64_t> Counters::load(const std::string& name, steady::time_point deadline) {
+  const std::string path = lock_path(session_.config(), name);
+  auto node = read_count(session_, path, deadline, "reading counter '" + name + "'");
+  if (!node) return node.status();
+  return node->value;
+}
+
+Status Counters::store(const std::string& name, std::int64_t value, steady::time_point deadline) {
+  const std::string step = "storing counter '" + name + "'";
+  if (auto bytes = encode_count(value, "store: value"); !bytes) return bytes.status();
+  const std::string path = lock_path(session_.config(), name);
+  while (steady::now() < deadline) {
+    // Overwrite whatever is there; if there is nothing, create it.
+    for (CountNode any : {CountNode{0, -1}, CountNode{}}) {
+      auto written = write_count(session_, path, any, value, deadline, step);
+      if (!written) return written.status();
+      if (*written) return {};
+    }
+  }
+  return contended(step);
+}
+
+Result<std::int64_t> Counters::fetch_add(const std::string& name, std::int64_t delta, steady::time_point deadline) {
+  const std::string step = "adding to counter '" + name + "'";
+  const std::string path = lock_path(session_.config(), name);
+  while (steady::now() < deadline) {
+    auto node = read_count(session_, path, deadline, step);
+    if (!node) return node.status();
+    auto sum = checked_add(node->value, delta);
+    auto bytes = encode_count(sum.value_or(std::numeric_limits<std::int64_t>::max()), "fetch_add: the result");
+    if (!bytes) return bytes.status();
+    auto written = write_count(session_, path, *node, *sum, deadline, step);
+    if (!written) return written.status();
+    if (*written) return node->value;
+  }
+  return contended(step);
+}
+
+Result<bool> Counters::compare_exchange(const std::string& name, std::int64_t& expected, std::int64_t desired,
+                                        steady::time_point deadline) {
+  const std::string step = "compare_exchange on counter '" + name + "'";
+  if (auto bytes = encode_count(desired, "compare_exchange: desired"); !bytes) return bytes.status();
+  const std::string path = lock_path(session_.config(), name);
+  while (steady::now() < deadline) {
+    auto node = read_count(session_, path, deadline, step);
+    if (!node) return node.status();
+    if (node->value != expected) {
+      expected = node->value;
+      return false;
+    }
+    // A lost race is not a failure yet: the value may still be `expected`.
+    auto written = write_count(session_, path, *node, desired, deadline, step);
+    if (!written) return written.status();
+    if (*written) return true;
+  }
+  return contended(step);
+}
+
+}  // namespace dlock::detail::zookeeper

@@ -1,0 +1,61 @@
+// counter.h — Counter and Latch on ZooKeeper: one persistent node whose data
+// is a count in Apache Curator SharedCount's encoding, changed only by
+// compare-and-set on the node's version.
+//
+//   <root>/<name>    data: 4-byte big-endian signed int (SharedCount's
+//                    int); a node with no data reads as 0; missing: the
+//                    counter reads as 0 and is created on first write
+//
+// Every change is read-then-set with the version read (zoo_aset): if anyone
+// wrote in between, ZooKeeper answers ZBADVERSION and we read again, so no
+// update is lost, until the call's deadline.
+#pragma once
+
+#include "backends/zookeeper/session.h"
+#include "core/counter_driver.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dlock::detail::zookeeper {
+
+// A count node as read: its value and version (nullopt: no node).
+struct CountNode {
+  std::int64_t value = 0;
+  std::optional<int> version;
+};
+
+// SharedCount's bytes for `value`; invalid_argument if it is not an int32
+// (`what` names the value in the message).
+Result<std::string> encode_count(std::int64_t value, std::string_view what);
+// The count in a node's data; invalid_argument if it is not one.
+Result<std::int64_t> decode_count(const std::string& data, std::string_view path);
+
+// One compare-and-set: writes `value` if the node is still as `seen` (an
+// absent node is created, parents as needed). true: written; false: someone
+// changed it first (read again).
+Result<bool> write_count(Session& session, const std::string& path, const CountNode& seen, std::int64_t value,
+                         steady::time_point deadline, std::string_view step);
+// The node's value and version (no version: there is no node). With
+// `watch`, the read also leaves a one-shot data watch that notifies it.
+Result<CountNode> read_count(Session& session, const std::string& path, steady::time_point deadline,
+                             std::string_view step, const std::shared_ptr<Signal>& watch = nullptr);
+
+// A compare-and-set loop ran out of time: others kept writing first.
+Status contended(std::string_view step);
+
+class Counters final : public CounterDriver {
+ public:
+  explicit Counters(Session& session) : session_(session) {}
+  Result<std::int64_t> load(const std::string& name, steady::time_point deadline) override;
+  Status store(const std::string& name, std::int64_t value, steady::time_point deadline) override;
+  Result<std::int64_t> fetch_add(const std::string& name, std::int64_t delta, steady::time_point deadline) override;
+  Result<bool> compare_exchange(const std::string& name, std::int64_t& expected, std::int64_t desired,
+                                steady::time_point deadline) override;
+
+ private:
+  Session& session_;
+};
+
+}  // namespace dlock::detail::zookeeper
