@@ -14,6 +14,7 @@
 // Thread-safety: a Client may be used from any number of threads.
 #pragma once
 
+#include <dlock/election.h>
 #include <dlock/mutex.h>
 #include <dlock/shared_mutex.h>
 #include <dlock/options.h>
@@ -76,6 +77,11 @@ class Client {
   // Throws invalid_argument for a bad name or options, unsupported if the
   // backend has no read-write lock (so far: zk:// only). No remote call.
   SharedMutex shared_mutex(std::string name, MutexOptions options = {});
+
+  // A handle on the election `name` (see election.h). Throws
+  // invalid_argument for a bad name, unsupported if the backend has no
+  // elections (so far: zk:// only). No remote call.
+  Election election(std::string name);
 
   // Locks currently held whose names start with `prefix`.
   std::vector<LockInfo> list_locks(std::string_view prefix = {});

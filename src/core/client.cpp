@@ -33,6 +33,13 @@ SharedMutex Client::shared_mutex(std::string name, MutexOptions options) {
   return SharedMutex(state_, std::move(name), options);
 }
 
+Election Client::election(std::string name) {
+  if (!state_->backend().supports_election())
+    throw Error(errc::unsupported, "election: the " + state_->scheme() + " backend has no elections (zk:// has)");
+  check(*state_, name, MutexOptions{});
+  return Election(state_, std::move(name));
+}
+
 std::vector<LockInfo> Client::list_locks(std::string_view prefix) {
   return state_->backend().locks().list(prefix).value();
 }

@@ -29,6 +29,8 @@ struct BackendUnderTest {
   bool reports_remaining = true;
   // Whether it has the read-write lock (Client::shared_mutex).
   bool shared = false;
+  // Whether it has elections (Client::election).
+  bool election = false;
 };
 
 // gtest prints the parameter by its name, not its bytes.
@@ -53,7 +55,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                  [](const std::string& dir) {
                    return server_url("zookeeper") + "/" + unique_name(dir) + "?session_timeout=2s";
                  },
-                 false, true, true, false, true});
+                 false, true, true, false, true, true});
 #endif
   return all;
 }
@@ -62,6 +64,17 @@ inline std::vector<BackendUnderTest> backends_under_test() {
 inline std::vector<BackendUnderTest> shared_backends_under_test() {
   auto all = backends_under_test();
   std::erase_if(all, [](const BackendUnderTest& b) { return !b.shared; });
+  return all;
+}
+
+}  // namespace dlock::test
+
+namespace dlock::test {
+
+// The backends that claim elections.
+inline std::vector<BackendUnderTest> election_backends_under_test() {
+  auto all = backends_under_test();
+  std::erase_if(all, [](const BackendUnderTest& b) { return !b.election; });
   return all;
 }
 

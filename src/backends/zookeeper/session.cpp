@@ -91,8 +91,11 @@ void on_strings(int rc, const String_vector* strings, const void* data) {
 }
 void on_void(int rc, const void* data) { (*take(data))->finish(rc, nullptr, nullptr, nullptr); }
 void on_stat(int rc, const Stat* stat, const void* data) { (*take(data))->finish(rc, nullptr, stat, nullptr); }
-void on_data(int rc, const char*, int, const Stat* stat, const void* data) {
-  (*take(data))->finish(rc, nullptr, stat, nullptr);
+void on_data(int rc, const char* value, int length, const Stat* stat, const void* data) {
+  auto call = take(data);
+  // Only the completion thread writes it, before finish() publishes the reply.
+  if (rc == ZOK && value && length > 0) (*call)->data.assign(value, static_cast<std::size_t>(length));
+  (*call)->finish(rc, nullptr, stat, nullptr);
 }
 
 
@@ -303,9 +306,10 @@ bool Session::reissue(const CallPtr& c, steady::time_point deadline) {
   return true;
 }
 
-CallPtr Session::create(const std::string& path, int flags, steady::time_point deadline) {
-  return call(deadline, [path, flags, acl = acl_](zhandle_t* zh, CallPtr* data) {
-    return zoo_acreate2(zh, path.c_str(), nullptr, -1, acl, flags, on_string_stat, data);
+CallPtr Session::create(const std::string& path, int flags, steady::time_point deadline, std::string_view value) {
+  return call(deadline, [path, flags, acl = acl_, value = std::string(value)](zhandle_t* zh, CallPtr* data) {
+    return zoo_acreate2(zh, path.c_str(), value.empty() ? nullptr : value.data(),
+                        value.empty() ? -1 : static_cast<int>(value.size()), acl, flags, on_string_stat, data);
   });
 }
 
@@ -323,6 +327,11 @@ CallPtr Session::remove(const std::string& path, steady::time_point deadline) {
 CallPtr Session::exists(const std::string& path, steady::time_point deadline) {
   return call(deadline,
               [path](zhandle_t* zh, CallPtr* data) { return zoo_aexists(zh, path.c_str(), 0, on_stat, data); });
+}
+
+CallPtr Session::get(const std::string& path, steady::time_point deadline) {
+  return call(deadline,
+              [path](zhandle_t* zh, CallPtr* data) { return zoo_aget(zh, path.c_str(), 0, on_data, data); });
 }
 
 CallPtr Session::watch(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline) {

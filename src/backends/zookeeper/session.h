@@ -57,6 +57,7 @@ class Call : public std::enable_shared_from_this<Call> {
   std::string path;       // create: the node's name with its sequence number
   Stat stat{};            // create2, exists, get
   std::vector<std::string> children;
+  std::string data;       // get, watch: the node's data
   std::uint64_t generation = 0;  // the session it was last issued in
 
  private:
@@ -109,10 +110,12 @@ class Session {
 
   // Asynchronous calls; wait on the returned Call. If the session has just
   // expired, each first waits (until `deadline`) for its replacement.
-  CallPtr create(const std::string& path, int flags, steady::time_point deadline);  // ZOO_EPHEMERAL_SEQUENTIAL, ZOO_CONTAINER
+  // flags: ZOO_EPHEMERAL_SEQUENTIAL, ZOO_CONTAINER; `data`: the node's (empty: none).
+  CallPtr create(const std::string& path, int flags, steady::time_point deadline, std::string_view data = {});
   CallPtr get_children(const std::string& path, steady::time_point deadline);
   CallPtr remove(const std::string& path, steady::time_point deadline);
   CallPtr exists(const std::string& path, steady::time_point deadline);
+  CallPtr get(const std::string& path, steady::time_point deadline);  // data, no watch
   // Reads `path` and leaves a one-shot watch on it that notifies `signal`
   // (no watch is left if the node does not exist: rc ZNONODE).
   CallPtr watch(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline);
