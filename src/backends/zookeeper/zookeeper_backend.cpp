@@ -337,15 +337,11 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       const std::string head = path + "/" + queue.front();
       auto signal = watch ? std::make_shared<Signal>() : nullptr;
       auto read = watch ? session_.watch(head, signal, deadline) : session_.get(head, deadline);
-      if (!read->wait_until(deadline)) {
-        if (signal) session_.unwatch(signal);
-        return no_reply(step);
-      }
-      if (read->rc == ZNONODE) continue;
-      if (read->rc != ZOK) {
-        if (signal) session_.unwatch(signal);
-        return to_status(read->rc, step, head);
-      }
+      const bool answered = read->wait_until(deadline);
+      if (signal && (!answered || read->rc != ZOK)) session_.unwatch(signal);
+      if (!answered) return no_reply(step);
+      if (read->rc == ZNONODE) continue;  // it went meanwhile: the next one leads
+      if (read->rc != ZOK) return to_status(read->rc, step, head);
       Holder out{std::move(read->data), nullptr};
       if (signal) out.change = std::make_unique<HolderWaiter>(session_, std::move(signal));
       return out;
