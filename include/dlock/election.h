@@ -16,8 +16,8 @@
 // lost_on policy) or its node is deleted by someone else, is_leader() turns
 // false, lost() true, and stop_token() is signalled, as for a Mutex whose
 // lease is lost. Stop acting as leader then, resign(), and campaign again
-// if you still want to lead. A lost session is noticed at once, a deleted
-// node by the next check of it (every lease / 3: 10 s).
+// if you still want to lead. A session change counts as soon as the client
+// sees it; a deleted node at the next check of it (every 10 s).
 //
 // Why a fencing token: two processes can both believe they lead for a
 // moment (a leader paused past its session timeout wakes up before it
@@ -32,8 +32,10 @@
 //
 // Thread-safety: one Election object may be used from many threads; each
 // thread campaigns, leads and resigns independently. Blocking calls:
-// campaign() and its timed forms wait; the wait_leader_change forms wait;
-// every call makes remote calls bounded by ClientOptions::op_timeout.
+// campaign() and its timed forms, and the wait_leader_change forms, wait;
+// they, leader() and resign() make remote calls, each bounded by
+// ClientOptions::op_timeout. is_leader(), lost(), token() and stop_token()
+// are local.
 //
 // Example:
 //   auto election = client->election("jobs/scheduler");
