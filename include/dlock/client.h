@@ -16,6 +16,7 @@
 
 #include <dlock/counter.h>
 #include <dlock/latch.h>
+#include <dlock/election.h>
 #include <dlock/mutex.h>
 #include <dlock/shared_mutex.h>
 #include <dlock/options.h>
@@ -89,6 +90,11 @@ class Client {
   // zk:// has), invalid_argument for a bad name or count < 0, unavailable if
   // the store did not answer within op_timeout.
   Latch latch(std::string name, std::int64_t count);
+
+  // A handle on the election `name` (see election.h). Throws
+  // invalid_argument for a bad name, unsupported if the backend has no
+  // elections (so far: zk:// only). No remote call.
+  Election election(std::string name);
 
   // Locks currently held whose names start with `prefix`.
   std::vector<LockInfo> list_locks(std::string_view prefix = {});

@@ -1,8 +1,9 @@
-// dlock/dlock.h — everything a user needs: connect(), Client, Mutex, SharedMutex, options, errors.
+// dlock/dlock.h — everything a user needs: connect(), Client, Mutex, SharedMutex, Election, options, errors.
 #pragma once
 
 #include <dlock/client.h>
 #include <dlock/counter.h>
+#include <dlock/election.h>
 #include <dlock/error.h>
 #include <dlock/latch.h>
 #include <dlock/mutex.h>

@@ -55,6 +55,13 @@ Latch Client::latch(std::string name, std::int64_t count) {
   return Latch(state_, std::move(name), count);
 }
 
+Election Client::election(std::string name) {
+  if (!state_->backend().supports_election())
+    throw Error(errc::unsupported, "election: the " + state_->scheme() + " backend has no elections (zk:// has)");
+  check(*state_, name, MutexOptions{});
+  return Election(state_, std::move(name));
+}
+
 std::vector<LockInfo> Client::list_locks(std::string_view prefix) {
   return state_->backend().locks().list(prefix).value();
 }

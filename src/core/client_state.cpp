@@ -33,14 +33,14 @@ ClientState::~ClientState() {
 }
 
 Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const MutexOptions& options,
-                                  steady::time_point deadline) {
+                                  steady::time_point deadline, std::string data) {
   const Key key{name, kind, thread_ordinal()};
   // Only this thread adds, counts or removes its own hold, so the hold
   // found here stays ours; check_lost() may run stop callbacks, which may
   // call back into the client, so no lock is held around it.
   // Reading and writing one SharedMutex in one thread would wait for
   // itself (as with std::shared_mutex).
-  if (kind != LockKind::mutex) {
+  if (kind == LockKind::read || kind == LockKind::write) {
     const bool reading = kind == LockKind::read;
     if (find(name, reading ? LockKind::write : LockKind::read))
       return Result<bool>(errc::would_deadlock,
@@ -58,7 +58,8 @@ Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const 
     ++held->count;
     return true;
   }
-  LockRequest request{name, owner_for_this_thread(client_id_), options.lease, options.lease_mode, options.fair, kind};
+  LockRequest request{name, owner_for_this_thread(client_id_), options.lease, options.lease_mode, options.fair, kind,
+                      std::move(data)};
   Grant grant;
   for (;;) {
     auto got = detail::acquire(backend_->locks(), request, deadline, options_, wakeups_);

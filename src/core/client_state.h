@@ -31,8 +31,9 @@ class ClientState {
   ClientState& operator=(const ClientState&) = delete;
 
   // true: the calling thread now holds `name` as `kind` (new grant or one more hold).
+  // `data` is stored with the store's entry for the hold (LockRequest::data).
   Result<bool> acquire(const std::string& name, LockKind kind, const MutexOptions& options,
-                       steady::time_point deadline);
+                       steady::time_point deadline, std::string data = {});
   Status release(const std::string& name, LockKind kind) noexcept;
   // The calling thread's hold of `name` as `kind`, or nullptr.
   std::shared_ptr<Hold> find(const std::string& name, LockKind kind) const;

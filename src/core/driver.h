@@ -32,8 +32,9 @@ using steady = std::chrono::steady_clock;
 // Which primitive a request is for. A Mutex and a SharedMutex of the same
 // name are different locks (on ZooKeeper, Curator's mutex and read-write
 // lock layouts); a SharedMutex's writers exclude everyone, its readers only
-// writers.
-enum class LockKind { mutex, write, read };
+// writers. An Election's leader is the holder of a `latch` (on ZooKeeper,
+// Curator's LeaderLatch layout).
+enum class LockKind { mutex, write, read, latch };
 
 // What a backend needs to take, renew or release one lock for one owner.
 struct LockRequest {
@@ -43,6 +44,7 @@ struct LockRequest {
   LeaseMode mode = LeaseMode::watchdog;
   bool fair = false;  // FIFO among waiters (MutexOptions::fair)
   LockKind kind = LockKind::mutex;
+  std::string data = {};  // stored with the holder's entry (an election's participant id); may be empty
 };
 
 // Backend state a grant needs later (an open descriptor, a row id, ...).
@@ -123,6 +125,18 @@ class LockDriver {
 
   // Held locks whose names start with prefix.
   virtual Result<std::vector<LockInfo>> list(std::string_view prefix) = 0;
+
+  // Elections: the data of the entry that holds `name` as `kind` now
+  // (nullopt: nobody holds it), and, if `watch`, a Waiter notified when
+  // that may change (nullptr: the caller polls).
+  struct Holder {
+    std::optional<std::string> data;
+    std::unique_ptr<Waiter> change;
+  };
+  virtual Result<Holder> holder(std::string_view name, LockKind kind, bool watch) {
+    (void)name, (void)kind, (void)watch;
+    return Status(errc::unsupported, "this backend has no elections");
+  }
 };
 
 // One connected store.
@@ -136,6 +150,8 @@ class Backend {
   virtual bool supports_fair() const { return false; }
   // Whether its LockDriver takes LockKind::write and LockKind::read (SharedMutex).
   virtual bool supports_shared() const { return false; }
+  // Whether its LockDriver takes LockKind::latch and answers holder() (Election).
+  virtual bool supports_election() const { return false; }
   virtual LockDriver& locks() = 0;
   // One round trip with no lock logic (health check, benchmark reference).
   virtual Status ping() = 0;

@@ -237,5 +237,52 @@ TEST_F(Cli, DemoJsonNeverOversellsWithALock) {
   }
 }
 
+TEST_F(Cli, ElectIsRefusedWhereThereAreNoElections) {
+  EXPECT_EQ(dlock(run_args("leader", {"--elect"}, {"/bin/true"})).first, 64);
+}
+
+#ifdef DLOCK_WITH_ZOOKEEPER
+// Candidates that run CMD only while they lead: never two CMDs at once, and
+// every one runs (each resigns when its CMD ends).
+TEST_F(Cli, ElectedRunsNeverOverlap) {
+  const std::string backend = server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
+  const std::string counter = dir_.path() + "/counter", busy = dir_.path() + "/busy",
+                    overlaps = dir_.path() + "/overlaps";
+  std::ofstream(counter) << 0;
+  const std::string script = "if [ -e " + busy + " ]; then echo x >> " + overlaps + "; fi; touch " + busy +
+                             "; n=$(cat " + counter + "); sleep 0.05; echo $((n + 1)) > " + counter + "; rm -f " +
+                             busy;
+  std::vector<std::unique_ptr<ChildProcess>> runs;
+  for (int i = 0; i < 6; ++i)
+    runs.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+        DLOCK_TOOL, "run", "--backend", backend, "--elect", "--id", "run-" + std::to_string(i), "jobs/leader", "--",
+        "/bin/sh", "-c", script}));
+  for (auto& r : runs) EXPECT_EQ(r->wait(scaled(60s)), std::optional<int>(0));
+  std::ifstream in(counter);
+  int value = -1;
+  in >> value;
+  EXPECT_EQ(value, 6) << "elected runs lost updates";
+  EXPECT_FALSE(std::ifstream(overlaps).good()) << "two elected commands ran at once";
+}
+
+// Observers see the running leader's --id; a killed leader's place is free
+// within the session timeout.
+TEST_F(Cli, ElectedRunIsSeenAsLeaderUntilItDies) {
+  const std::string backend = server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
+  ChildProcess run({DLOCK_TOOL, "run", "--backend", backend, "--elect", "--id", "worker-1", "jobs/leader", "--",
+                    "/bin/sh", "-c", "echo \"$DLOCK_TOKEN\"; exec sleep 30"});
+  auto line = run.read_line(scaled(10s));
+  ASSERT_TRUE(line);
+  EXPECT_GT(std::stoull(*line), 0u) << "no fencing token for the leader";
+  auto observer = dlock::connect(backend);
+  auto election = observer->election("jobs/leader");
+  EXPECT_EQ(election.leader(), "worker-1");
+  run.signal(SIGKILL);
+  ASSERT_TRUE(run.wait(scaled(5s)));
+  const auto gone = election.wait_leader_change_for("worker-1", observer->session_timeout().value() + scaled(10s));
+  EXPECT_EQ(gone, std::nullopt) << "a killed leader still leads";
+}
+#endif
+
 }  // namespace
 }  // namespace dlock::test

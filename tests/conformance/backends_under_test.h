@@ -31,6 +31,8 @@ struct BackendUnderTest {
   bool shared = false;
   // Whether it has Counter and Latch (Client::counter, Client::latch).
   bool counters = false;
+  // Whether it has elections (Client::election).
+  bool election = false;
 };
 
 // gtest prints the parameter by its name, not its bytes.
@@ -57,6 +59,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                  },
                  false, true, true, false, true});
   all.back().counters = true;
+  all.back().election = true;
 #endif
   return all;
 }
@@ -72,6 +75,17 @@ inline std::vector<BackendUnderTest> shared_backends_under_test() {
 inline std::vector<BackendUnderTest> counter_backends_under_test() {
   auto all = backends_under_test();
   std::erase_if(all, [](const BackendUnderTest& b) { return !b.counters; });
+  return all;
+}
+
+}  // namespace dlock::test
+
+namespace dlock::test {
+
+// The backends that claim elections.
+inline std::vector<BackendUnderTest> election_backends_under_test() {
+  auto all = backends_under_test();
+  std::erase_if(all, [](const BackendUnderTest& b) { return !b.election; });
   return all;
 }
 

@@ -1,7 +1,8 @@
 // ZooKeeper under faults: a holder cut off from the ensemble, a dropped
 // connection under each lost_on policy, killed holders and waiters (no
 // nodes left behind), a leader killed in a 3-node ensemble, a stopped
-// server, a session timeout the ensemble won't grant, and ACLs. Each test
+// server, a session timeout the ensemble won't grant, ACLs, and an
+// election's leader cut off or its node deleted. Each test
 // runs its own servers (java children that die with the test) because it
 // kills, pauses or relays them.
 #include "child_process.h"
@@ -287,6 +288,53 @@ TEST_F(ZooKeeperFault, NamesZooKeeperCannotHoldAreRefused) {
   auto nested = c->mutex("orders/eu/42");  // segments are fine
   ASSERT_TRUE(nested.try_lock());
   nested.unlock();
+}
+
+// A leader cut off from the ensemble stops leading before anyone else leads
+// (lost_on=suspend): its stop_token fires, and the next candidate takes over
+// once the old node is gone.
+TEST_F(ZooKeeperFault, DroppedConnectionEndsLeadershipAndTheNextCandidateLeads) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  TcpProxy proxy(zk.client_port(0));
+  auto leader_client = connect("zk://127.0.0.1:" + std::to_string(proxy.port()) + root() + "?session_timeout=10s");
+  auto leader = leader_client->election("leader");
+  leader.campaign("first");
+  const auto first_token = leader.token();
+  std::atomic<bool> stopped{false};
+  std::stop_callback on_lost(leader.stop_token(), [&] { stopped = true; });
+  auto other = connect(zk.url() + root());
+  auto next = other->election("leader");
+  proxy.cut();  // the client reconnects at once, same session
+  EXPECT_TRUE(eventually([&] { return stopped.load(); }, 3s)) << "a suspended leader's stop_token never fired";
+  EXPECT_FALSE(leader.is_leader());
+  EXPECT_TRUE(leader.lost());
+  ASSERT_TRUE(next.campaign_for(scaled(8s), "second")) << "the dropped leader's node was left until its session expired";
+  EXPECT_GT(next.token(), first_token);
+  EXPECT_EQ(next.leader(), "second");
+  EXPECT_EQ(leader.resign_checked().code(), errc::lock_lost);
+  EXPECT_EQ(next.leader(), "second") << "the old leader's resign removed the new leader";
+  next.resign();
+}
+
+// A leader whose node someone else deletes learns it at its next check.
+TEST_F(ZooKeeperFault, DeletedLeaderNodeEndsLeadership) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  auto c = connect(zk.url() + root());
+  auto election = c->election("deleted");
+  election.campaign("only");
+  auto nodes = children_of(hosts(zk), root() + "/deleted");
+  ASSERT_TRUE(nodes && nodes->size() == 1u);
+  EXPECT_NE(nodes->front().find("-latch-"), std::string::npos) << nodes->front();
+  zhandle_t* zh = zookeeper_init(hosts(zk).c_str(), nullptr, 5000, nullptr, nullptr, 0);
+  ASSERT_TRUE(zh);
+  ASSERT_TRUE(eventually([&] { return zoo_state(zh) == ZOO_CONNECTED_STATE; }, 10s));
+  EXPECT_EQ(zoo_delete(zh, (root() + "/deleted/" + nodes->front()).c_str(), -1), ZOK);
+  zookeeper_close(zh);
+  // The watchdog checks every lease / 3 (10 s by default).
+  EXPECT_TRUE(eventually([&] { return election.stop_token().stop_requested(); }, 15s));
+  EXPECT_FALSE(election.is_leader());
+  EXPECT_EQ(election.leader(), std::nullopt);
+  EXPECT_EQ(election.resign_checked().code(), errc::lock_lost);
 }
 
 }  // namespace

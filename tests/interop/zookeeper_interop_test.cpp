@@ -3,8 +3,9 @@
 // fencing tokens that grow along it), and under load neither side ever holds the lock while
 // the other does. Likewise dlock's SharedMutex and Curator's InterProcessReadWriteLock:
 // readers of both share, a writer of either excludes everyone, and a reader that arrives
-// after a waiting writer, of either library, queues behind it. And dlock's Counter and
-// Curator's SharedCount on one znode read and change the same value.
+// after a waiting writer, of either library, queues behind it. dlock's Counter and Curator's
+// SharedCount on one znode read and change the same value. And dlock's Election and
+// Curator's LeaderLatch: one election, each library seeing the other's leader.
 //
 // Curator runs as CuratorTool child processes (curator_tool.h). The test also opens a plain
 // ZooKeeper session of its own to look at the lock's children, so that it knows a waiter's
@@ -797,6 +798,54 @@ TEST(ZooKeeperInterop, CounterAndCuratorSharedCountShareOneValue) {
   EXPECT_EQ(curator_count({"1000"}), "count -122456");
   EXPECT_EQ(counter.fetch_add(1), -122'456);
   EXPECT_EQ(curator_count({}), "count -122455");
+}
+
+// dlock's Election and Curator's LeaderLatch on one path are one election: each sees the
+// other's participant id as leader, each waits while the other leads, and a resign (or
+// close) hands over across the two libraries.
+TEST(ZooKeeperInterop, LeaderLatchAndElectionAreOneElection) {
+  TempDir dir;
+  SharedLock where(dir);
+  ChildProcess java(curator_tool_command({server_url("zookeeper"), "latch", where.path, "java-1"}));
+  ASSERT_EQ(java.read_line(scaled(30s)), "ready");
+  java.write_line("start");
+  ASSERT_EQ(java.read_line(scaled(10s)), "started");
+  java.write_line("await 10000");
+  ASSERT_EQ(java.read_line(scaled(15s)), "leader");
+
+  auto client = dlock::connect(where.dlock_url);
+  auto election = client->election(where.name);
+  EXPECT_EQ(election.leader(), "java-1") << "dlock does not see Curator's leader";
+  EXPECT_FALSE(election.campaign_for(300ms, "cpp-1")) << "dlock led while Curator's LeaderLatch did";
+
+  std::atomic<bool> leads{false}, resign{false};
+  std::thread candidate([&] {
+    election.campaign("cpp-1");
+    leads = true;
+    while (!resign) std::this_thread::sleep_for(5ms);
+    election.resign();
+  });
+  std::this_thread::sleep_for(scaled(300ms));
+  EXPECT_FALSE(leads.load());
+  java.write_line("close");
+  ASSERT_EQ(java.read_line(scaled(10s)), "closed");
+  const auto until = steady::now() + scaled(10s);
+  while (!leads && steady::now() < until) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(leads.load()) << "Curator's close did not hand over to dlock";
+
+  java.write_line("start");
+  ASSERT_EQ(java.read_line(scaled(10s)), "started");
+  java.write_line("leader");
+  EXPECT_EQ(java.read_line(scaled(10s)), "leader-id cpp-1") << "Curator does not see dlock's leader";
+  java.write_line("await 300");
+  EXPECT_EQ(java.read_line(scaled(10s)), "timeout") << "Curator led while dlock did";
+  resign = true;
+  candidate.join();
+  java.write_line("await 10000");
+  EXPECT_EQ(java.read_line(scaled(15s)), "leader") << "dlock's resign did not hand over to Curator";
+  EXPECT_EQ(election.leader(), "java-1");
+  java.write_line("quit");
+  EXPECT_EQ(java.wait(scaled(10s)), std::optional<int>(0));
 }
 
 }  // namespace

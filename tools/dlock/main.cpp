@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     std::cerr << "dlock: " << e.what() << "\n";
     switch (e.kind()) {
       case dlock::errc::invalid_argument: return dlock::cli::exit_usage;
+      case dlock::errc::unsupported: return dlock::cli::exit_usage;  // e.g. --elect on a backend without elections
       case dlock::errc::unavailable: return dlock::cli::exit_unavailable;
       default: return dlock::cli::exit_internal;
     }

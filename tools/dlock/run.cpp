@@ -5,6 +5,11 @@
 // unprotected, and every lock descriptor is close-on-exec, so the lock never
 // stays held by it. If the lock is lost while it runs, it gets SIGTERM, then
 // SIGKILL after --kill-after, and dlock exits with exit_lock_lost.
+//
+// --elect runs CMD while this process leads the election NAME instead: the
+// same exclusion as a lock (on zk:// the same queue of ephemeral sequential
+// nodes), but in Curator LeaderLatch's layout, with --id as the leader id
+// observers read, so a Java LeaderLatch on the same path takes part.
 #include "commands.h"
 
 #include <dlock/dlock.h>
@@ -15,6 +20,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <mutex>
 #include <cstdlib>
 #include <iostream>
@@ -31,6 +37,44 @@ struct RunArgs {
   std::string kill_after = "5s";
   std::string name;
   std::vector<std::string> command;
+  bool elect = false;
+  std::string id;
+};
+
+// What CMD runs under: a lock held, or (--elect) leadership of an election.
+class Claim {
+ public:
+  Claim(Client& client, const RunArgs& args, std::chrono::milliseconds lease) {
+    if (args.elect) {
+      election_.emplace(client.election(args.name));
+      id_ = args.id.empty() ? default_id() : args.id;
+    } else {
+      mutex_.emplace(client.mutex(args.name, {.lease = lease}));
+    }
+  }
+
+  bool take_until(std::chrono::steady_clock::time_point deadline) {
+    return mutex_ ? mutex_->try_lock_until(deadline) : election_->campaign_until(deadline, id_);
+  }
+  std::uint64_t token() const { return mutex_ ? mutex_->token() : election_->token(); }
+  std::stop_token stop_token() const { return mutex_ ? mutex_->stop_token() : election_->stop_token(); }
+  bool lost() const noexcept { return mutex_ ? mutex_->lost() : election_->lost(); }
+  Status give_up() noexcept { return mutex_ ? mutex_->unlock_checked() : election_->resign_checked(); }
+  // For messages: "lock 'x'" or "leadership of 'x'".
+  std::string what() const { return (mutex_ ? "lock '" : "leadership of '") + name() + "'"; }
+
+ private:
+  const std::string& name() const { return mutex_ ? mutex_->name() : election_->name(); }
+  // host:pid, what a leader is known by unless --id says otherwise.
+  static std::string default_id() {
+    char host[HOST_NAME_MAX + 1] = {};
+    ::gethostname(host, sizeof host - 1);
+    return std::string(host) + ":" + std::to_string(::getpid());
+  }
+
+  std::optional<Mutex> mutex_;
+  std::optional<Election> election_;
+  std::string id_;
 };
 
 // Signals dlock forwards to the command (and that end a wait for the lock).
@@ -69,14 +113,14 @@ int run(const RunArgs& args) {
   pthread_sigmask(SIG_BLOCK, &signals, &old_mask);
 
   auto client = dlock::connect(args.backend.empty() ? default_backend() : args.backend);
-  auto mutex = client->mutex(args.name, {.lease = lease});
+  Claim claim(*client, args, lease);
 
   // Wait in slices so Ctrl-C or SIGTERM ends the wait.
   const auto give_up = wait ? std::chrono::steady_clock::now() + *wait : std::chrono::steady_clock::time_point::max();
   bool acquired = false;
   for (;;) {
     auto slice_end = std::min(give_up, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
-    if (mutex.try_lock_until(slice_end)) {
+    if (claim.take_until(slice_end)) {
       acquired = true;
       break;
     }
@@ -84,11 +128,11 @@ int run(const RunArgs& args) {
     if (std::chrono::steady_clock::now() >= give_up) break;
   }
   if (!acquired) {
-    std::cerr << "dlock: lock '" << args.name << "' not acquired within " << args.wait << "\n";
+    std::cerr << "dlock: " << claim.what() << " not acquired within " << args.wait << "\n";
     return exit_not_acquired;
   }
 
-  const std::string token = std::to_string(mutex.token());
+  const std::string token = std::to_string(claim.token());
   ::setenv("DLOCK_NAME", args.name.c_str(), 1);
   ::setenv("DLOCK_TOKEN", token.c_str(), 1);
   std::vector<char*> argv;
@@ -104,7 +148,7 @@ int run(const RunArgs& args) {
   std::cerr.flush();
   const pid_t child = ::fork();
   if (child < 0) {
-    mutex.unlock();
+    (void)claim.give_up();
     throw Error(errc::internal, "fork failed");
   }
   if (child == 0) {
@@ -130,7 +174,7 @@ int run(const RunArgs& args) {
     if (reaped || lost.exchange(true)) return;
     ::kill(target, SIGTERM);
   };
-  std::stop_callback on_lost(mutex.stop_token(), on_loss);
+  std::stop_callback on_lost(claim.stop_token(), on_loss);
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   int wait_status = 0;
   for (;;) {
@@ -146,14 +190,14 @@ int run(const RunArgs& args) {
     }
     // lost() also sees a lease whose local deadline passed while the lease
     // keeper is still waiting for a stalled store.
-    if (!lost && mutex.lost()) on_loss();
+    if (!lost && claim.lost()) on_loss();
     if (lost && !kill_at) kill_at = std::chrono::steady_clock::now() + kill_after;
     if (kill_at && std::chrono::steady_clock::now() >= *kill_at) ::kill(target, SIGKILL);
   }
   if (own_group && lost) ::kill(-child, SIGKILL);  // whatever CMD left running in its group
-  Status released = mutex.unlock_checked();
+  Status released = claim.give_up();
   if (lost) {
-    std::cerr << "dlock: lock '" << args.name << "' was lost while the command ran; the command was terminated\n";
+    std::cerr << "dlock: " << claim.what() << " was lost while the command ran; the command was terminated\n";
     return exit_lock_lost;
   }
   if (!released.ok() && released.code() != errc::unavailable)
@@ -171,12 +215,15 @@ void add_run(CLI::App& app, int& status) {
   cmd->add_option("--lease", args->lease, "Lease, renewed while dlock runs (default 30s)");
   cmd->add_option("--kill-after", args->kill_after,
                   "If the lock is lost: SIGTERM the command, then SIGKILL after this (default 5s)");
-  cmd->add_option("name", args->name, "Lock name")->required();
+  cmd->add_flag("--elect", args->elect,
+               "Run only while this process leads the election NAME (zk://: Curator LeaderLatch's layout)");
+  cmd->add_option("--id", args->id, "With --elect: the id observers see as leader (default: host:pid)");
+  cmd->add_option("name", args->name, "Lock (or election) name")->required();
   cmd->add_option("command", args->command, "Command and its arguments (after --)")->required()->expected(-1);
   cmd->footer(
-      "Exit status: the command's; 75 if the lock was not acquired within --wait; 76 if the lock\n"
-      "was lost while the command ran (it was terminated); 64 bad arguments; 69 store unavailable;\n"
-      "127 command not found.");
+      "Exit status: the command's; 75 if the lock (or leadership) was not acquired within --wait;\n"
+      "76 if it was lost while the command ran (it was terminated); 64 bad arguments (--elect on a\n"
+      "backend without elections too); 69 store unavailable; 127 command not found.");
   cmd->callback([args, &status] { status = run(*args); });
 }
 

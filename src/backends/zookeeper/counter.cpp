@@ -68,7 +68,7 @@ Result<bool> write_count(Session& session, const std::string& path, const CountN
     return true;
   }
   for (bool parents_made = false;; parents_made = true) {
-    auto create = session.create_with(path, *bytes, persistent, deadline);
+    auto create = session.create(path, persistent, deadline, *bytes);
     if (!create->wait_until(deadline)) return no_reply(step);
     if (create->rc == ZNODEEXISTS) return false;  // someone created it first
     if (create->rc == ZNONODE && !parents_made) {

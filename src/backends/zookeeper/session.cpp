@@ -306,9 +306,10 @@ bool Session::reissue(const CallPtr& c, steady::time_point deadline) {
   return true;
 }
 
-CallPtr Session::create(const std::string& path, int flags, steady::time_point deadline) {
-  return call(deadline, [path, flags, acl = acl_](zhandle_t* zh, CallPtr* data) {
-    return zoo_acreate2(zh, path.c_str(), nullptr, -1, acl, flags, on_string_stat, data);
+CallPtr Session::create(const std::string& path, int flags, steady::time_point deadline, std::string_view value) {
+  return call(deadline, [path, flags, acl = acl_, value = std::string(value)](zhandle_t* zh, CallPtr* data) {
+    return zoo_acreate2(zh, path.c_str(), value.empty() ? nullptr : value.data(),
+                        value.empty() ? -1 : static_cast<int>(value.size()), acl, flags, on_string_stat, data);
   });
 }
 
@@ -328,6 +329,11 @@ CallPtr Session::exists(const std::string& path, steady::time_point deadline) {
               [path](zhandle_t* zh, CallPtr* data) { return zoo_aexists(zh, path.c_str(), 0, on_stat, data); });
 }
 
+CallPtr Session::get(const std::string& path, steady::time_point deadline) {
+  return call(deadline,
+              [path](zhandle_t* zh, CallPtr* data) { return zoo_aget(zh, path.c_str(), 0, on_data, data); });
+}
+
 CallPtr Session::watch(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline) {
   void* id;
   {
@@ -343,21 +349,9 @@ CallPtr Session::watch(const std::string& path, const std::shared_ptr<Signal>& s
   });
 }
 
-CallPtr Session::get(const std::string& path, steady::time_point deadline) {
-  return call(deadline,
-              [path](zhandle_t* zh, CallPtr* data) { return zoo_aget(zh, path.c_str(), 0, on_data, data); });
-}
-
 CallPtr Session::set(const std::string& path, std::string value, int version, steady::time_point deadline) {
   return call(deadline, [path, value = std::move(value), version](zhandle_t* zh, CallPtr* data) {
     return zoo_aset(zh, path.c_str(), value.data(), static_cast<int>(value.size()), version, on_stat, data);
-  });
-}
-
-CallPtr Session::create_with(const std::string& path, std::string value, int flags, steady::time_point deadline) {
-  return call(deadline, [path, value = std::move(value), flags, acl = acl_](zhandle_t* zh, CallPtr* data) {
-    return zoo_acreate2(zh, path.c_str(), value.data(), static_cast<int>(value.size()), acl, flags, on_string_stat,
-                        data);
   });
 }
 

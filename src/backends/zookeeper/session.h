@@ -110,7 +110,8 @@ class Session {
 
   // Asynchronous calls; wait on the returned Call. If the session has just
   // expired, each first waits (until `deadline`) for its replacement.
-  CallPtr create(const std::string& path, int flags, steady::time_point deadline);  // ZOO_EPHEMERAL_SEQUENTIAL, ZOO_CONTAINER
+  // flags: ZOO_EPHEMERAL_SEQUENTIAL, ZOO_CONTAINER; `data`: the node's (empty: none).
+  CallPtr create(const std::string& path, int flags, steady::time_point deadline, std::string_view data = {});
   CallPtr get_children(const std::string& path, steady::time_point deadline);
   CallPtr remove(const std::string& path, steady::time_point deadline);
   CallPtr exists(const std::string& path, steady::time_point deadline);
@@ -122,8 +123,6 @@ class Session {
   // Replaces `path`'s data if its version is still `version` (ZBADVERSION
   // otherwise; -1: whatever the version).
   CallPtr set(const std::string& path, std::string data, int version, steady::time_point deadline);
-  // Creates `path` (not its parents) holding `data`.
-  CallPtr create_with(const std::string& path, std::string data, int flags, steady::time_point deadline);
   // Forgets a signal: its watch, if it fires later, notifies nobody.
   void unwatch(const std::shared_ptr<Signal>& signal);
 

@@ -22,6 +22,11 @@
 // always has a larger one, across leader elections too (the epoch is the
 // high half).
 //
+// Election: Curator's LeaderLatch, the same queue with "-latch-" nodes
+// whose data is the participant id; the leader is the lowest node, and
+// observers read its data and watch it (while it exists nothing can sort
+// before it, so its deletion or a new id is the only change to wait for).
+//
 // Lease: the session is the lease. A holder that dies or is cut off loses
 // its node when the ensemble expires its session; lost_on (config.h) says
 // when the holder itself stops trusting it. Watchdog renewals check that
@@ -48,19 +53,23 @@ using std::chrono::milliseconds;
 constexpr std::string_view lock_marker = "-lock-";
 constexpr std::string_view read_marker = "__READ__";
 constexpr std::string_view write_marker = "__WRIT__";
+constexpr std::string_view latch_marker = "-latch-";
 
 // What follows "_c_<uuid>-" in a contender's node name, per primitive:
-// Curator's InterProcessMutex ("lock-") and InterProcessReadWriteLock.
+// Curator's InterProcessMutex ("lock-"), InterProcessReadWriteLock and
+// LeaderLatch ("latch-").
 std::string_view node_name(LockKind kind) {
   switch (kind) {
     case LockKind::write: return write_marker;
     case LockKind::read: return read_marker;
+    case LockKind::latch: return latch_marker.substr(1);
     default: return lock_marker.substr(1);
   }
 }
 
 bool is_contender(std::string_view child, LockKind kind) {
   if (kind == LockKind::mutex) return child.find(lock_marker) != std::string_view::npos;
+  if (kind == LockKind::latch) return child.find(latch_marker) != std::string_view::npos;
   return child.find(read_marker) != std::string_view::npos || child.find(write_marker) != std::string_view::npos;
 }
 
@@ -106,6 +115,23 @@ struct Contender {
 
 class ZooKeeperBackend;
 
+// Notified when the watched leader node changes or goes, or the session changes.
+class HolderWaiter final : public Waiter {
+ public:
+  HolderWaiter(Session& session, std::shared_ptr<Signal> signal) : session_(session), signal_(std::move(signal)) {
+    session_.add_waiter(signal_);
+  }
+  ~HolderWaiter() override { session_.remove_waiter(signal_); }
+  Status wait_until(steady::time_point until) override {
+    signal_->wait_until(until);
+    return {};
+  }
+
+ private:
+  Session& session_;
+  std::shared_ptr<Signal> signal_;
+};
+
 class ContenderWaiter final : public Waiter {
  public:
   ContenderWaiter(ZooKeeperBackend& backend, std::pair<std::string, std::string> key, std::shared_ptr<Contender> c)
@@ -135,10 +161,12 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       auto segment = name.substr(at, slash == std::string_view::npos ? std::string_view::npos : slash - at);
       if (Status s = check_segment(segment, what); !s) return s;
       if (segment.starts_with("_c_") || segment.find(lock_marker) != std::string_view::npos ||
+          segment.find(latch_marker) != std::string_view::npos ||
           segment.find("__READ__") != std::string_view::npos || segment.find("__WRIT__") != std::string_view::npos)
         return Status(errc::invalid_argument, what + ": segment '" + std::string(segment) +
                                                   "' looks like a lock's contender node (_c_..., -lock-, "
-                                                  "__READ__, __WRIT__); ZooKeeper recipes would mistake it");
+                                                  "-latch-, __READ__, __WRIT__); ZooKeeper recipes would "
+                                                  "mistake it");
       if (slash == std::string_view::npos) break;
       at = slash + 1;
     }
@@ -149,6 +177,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
 
   bool supports_fair() const override { return true; }  // the queue is always FIFO
   bool supports_shared() const override { return true; }
+  bool supports_election() const override { return true; }
   LockDriver& locks() override { return *this; }
   bool waits_in_queue() const override { return true; }
   std::optional<milliseconds> session_timeout() const override { return session_.negotiated_timeout(); }
@@ -177,7 +206,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
 
     std::vector<std::string> children;
     if (!c || c->node.empty() || c->generation != generation) {
-      auto made = create_node(path, request.kind, deadline, step);
+      auto made = create_node(path, request.kind, request.data, deadline, step);
       if (!made) return made.status();
       if (!c) {
         // try_lock: one look, then gone.
@@ -296,6 +325,33 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     return to_status(removal->rc, step, path);
   }
 
+  // The lowest contender's data: list, then read (and watch) it; if it
+  // went in between, look again.
+  Result<Holder> holder(std::string_view name, LockKind kind, bool watch) override {
+    const auto deadline = steady::now() + session_.config().op_timeout;
+    const std::string step = "reading the leader of '" + std::string(name) + "'";
+    const std::string path = lock_path(session_.config(), name);
+    for (;;) {
+      auto list = session_.get_children(path, deadline);
+      if (!list->wait_until(deadline)) return no_reply(step);
+      if (list->rc == ZNONODE) return Holder{};
+      if (list->rc != ZOK) return to_status(list->rc, step, path);
+      const auto queue = contenders(std::move(list->children), kind);
+      if (queue.empty()) return Holder{};
+      const std::string head = path + "/" + queue.front();
+      auto signal = watch ? std::make_shared<Signal>() : nullptr;
+      auto read = watch ? session_.watch(head, signal, deadline) : session_.get(head, deadline);
+      const bool answered = read->wait_until(deadline);
+      if (signal && (!answered || read->rc != ZOK)) session_.unwatch(signal);
+      if (!answered) return no_reply(step);
+      if (read->rc == ZNONODE) continue;  // it went meanwhile: the next one leads
+      if (read->rc != ZOK) return to_status(read->rc, step, head);
+      Holder out{std::move(read->data), nullptr};
+      if (signal) out.change = std::make_unique<HolderWaiter>(session_, std::move(signal));
+      return out;
+    }
+  }
+
   // Walks the tree under the root, one level per round trip.
   Result<std::vector<LockInfo>> list(std::string_view prefix) override {
     const auto deadline = steady::now() + session_.config().op_timeout;
@@ -361,12 +417,12 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
 
   // Creates our node and lists the lock's children, sent back to back (the
   // ensemble answers a session's requests in order, so the list has it).
-  Result<Made> create_node(const std::string& path, LockKind kind, steady::time_point deadline,
-                           const std::string& step) {
+  Result<Made> create_node(const std::string& path, LockKind kind, std::string_view data,
+                           steady::time_point deadline, const std::string& step) {
     auto prefix = node_prefix(kind);
     if (!prefix) return prefix.status();
     for (int attempt = 0;; ++attempt) {
-      auto create = session_.create(path + "/" + *prefix, ZOO_EPHEMERAL_SEQUENTIAL, deadline);
+      auto create = session_.create(path + "/" + *prefix, ZOO_EPHEMERAL_SEQUENTIAL, deadline, data);
       auto list = session_.get_children(path, deadline);
       if (!create->wait_until(deadline) || create->rc == ZCONNECTIONLOSS || create->rc == ZOPERATIONTIMEOUT) {
         // It may have been made: find it by its unique prefix and delete it

@@ -22,6 +22,14 @@
 //     _c_<uuid>-__READ__0000000004), CZXID the zxid that created it (decimal). Acquiring again
 //     what this process already holds is reentrant (Curator's rule) and prints the same node.
 //     mutex takes lock/try-lock; rwlock the read-/write- forms.
+//   CONNECT latch PATH ID  a LeaderLatch on PATH with participant id ID, driven by lines on stdin:
+//     Prints "ready" once the session is connected, then answers each command with one line:
+//       start                               joins the election → "started"
+//       await MS                            waits up to MS for leadership → "leader" or "timeout"
+//       leader                              who leads, as Curator reads it → "leader-id ID" or
+//                                           "no-leader"
+//       close                               leaves the election (resigns if leading) → "closed"
+//       quit                                → exits 0 (closing the latch first if started)
 //   contend CONNECT PATH ITERATIONS COUNTER_FILE [INTERVAL_LOG]
 //     ITERATIONS critical sections with an InterProcessMutex on PATH; in each, a non-atomic
 //     read of the integer in COUNTER_FILE → sleep --work-us → write of the integer + 1, so
@@ -92,6 +100,8 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.shared.SharedCount;
@@ -324,6 +334,17 @@ public final class CuratorTool {
     return 0;
   }
 
+  /** The next command's words; null at the end of stdin or on "quit". Blank lines are skipped. */
+  static String[] nextCommand(StdinLines lines) throws InterruptedException {
+    String line;
+    while ((line = lines.next()) != null) {
+      if (line.isEmpty()) continue;
+      String[] w = line.split("\\s+");
+      return w[0].equals("quit") ? null : w;
+    }
+    return null;
+  }
+
   static int interactive(String mode, Options o) throws Exception {
     String where = o.arg(0, "CONNECT");
     String path = o.arg(2, "PATH");
@@ -340,12 +361,10 @@ public final class CuratorTool {
     Deque<InterProcessMutex> held = new ArrayDeque<>();
     out.println("ready");
     out.flush();
-    String line;
-    while ((line = lines.next()) != null) {
-      if (line.isEmpty()) continue;
-      String[] w = line.split("\\s+");
+    String[] w;
+    while ((w = nextCommand(lines)) != null) {
+      String line = String.join(" ", w);
       String verb = w[0];
-      if (verb.equals("quit")) break;
       if (verb.equals("unlock")) {
         if (held.isEmpty()) throw new IllegalStateException("unlock: nothing held");
         held.pop().release();
@@ -392,6 +411,47 @@ public final class CuratorTool {
       out.flush();
     }
     while (!held.isEmpty()) held.pop().release();
+    client.close();
+    return 0;
+  }
+
+  static int latch(Options o) throws Exception {
+    if (o.positional.size() != 4) throw new UsageError("latch takes CONNECT latch PATH ID");
+    String where = o.arg(0, "CONNECT");
+    String path = o.arg(2, "PATH");
+    String id = o.arg(3, "ID");
+    StdinLines lines = new StdinLines();
+    CuratorFramework client = connect(where, o);
+    // A closed LeaderLatch cannot start again: each start makes a new one. Reading the leader
+    // needs none started (it lists PATH's children and reads the first one's data).
+    LeaderLatch observer = new LeaderLatch(client, path, id);
+    LeaderLatch latch = null;
+    out.println("ready");
+    out.flush();
+    String[] w;
+    while ((w = nextCommand(lines)) != null) {
+      if (w[0].equals("start") && latch == null) {
+        latch = new LeaderLatch(client, path, id);
+        latch.start();
+        out.println("started");
+      } else if (w[0].equals("await") && w.length == 2 && latch != null) {
+        lines.beginBlocking();
+        boolean leads = latch.await(Math.max(0, Long.parseLong(w[1])), TimeUnit.MILLISECONDS);
+        lines.endBlocking();
+        out.println(leads ? "leader" : "timeout");
+      } else if (w[0].equals("leader")) {
+        Participant leader = observer.getLeader();
+        out.println(leader.isLeader() ? "leader-id " + leader.getId() : "no-leader");
+      } else if (w[0].equals("close") && latch != null) {
+        latch.close();
+        latch = null;
+        out.println("closed");
+      } else {
+        throw new UsageError("unknown or out-of-order command for latch: " + String.join(" ", w));
+      }
+      out.flush();
+    }
+    if (latch != null) latch.close();
     client.close();
     return 0;
   }
@@ -758,9 +818,11 @@ public final class CuratorTool {
       } else if (first.equals("bench-worker")) {
         status = benchWorker(o);
       } else {
-        String mode = o.arg(1, "mutex, rwlock or count");
+        String mode = o.arg(1, "mutex, rwlock, count or latch");
         if (mode.equals("count")) {
           status = count(o);
+        } else if (mode.equals("latch")) {
+          status = latch(o);
         } else {
           if (!mode.equals("mutex") && !mode.equals("rwlock")) throw new UsageError("unknown mode " + mode);
           status = interactive(mode, o);
