@@ -2,13 +2,6 @@
 
 #include "backends/zookeeper/errors.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -31,41 +24,7 @@ void quiet_client_log() {
   });
 }
 
-// The descriptors this process has open.
-std::set<int> open_descriptors() {
-  std::set<int> fds;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (dirent* e = ::readdir(d))
-      if (e->d_name[0] != '.' && std::atoi(e->d_name) != ::dirfd(d)) fds.insert(std::atoi(e->d_name));
-    ::closedir(d);
-  }
-  return fds;
-}
-
-void close_on_exec(int fd) {
-  int flags = ::fcntl(fd, F_GETFD);
-  if (flags >= 0 && !(flags & FD_CLOEXEC)) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
-}
-
-// The C client marks none of its descriptors close-on-exec, so a program
-// that runs a command while it holds a lock (dlock run) would hand the
-// command its session's socket and wake-up pipe. Its sockets are the ones
-// connected to an ensemble port; its pipes are the ones zookeeper_init made.
-void close_sockets_to_ensemble_on_exec(const std::set<int>& ports) {
-  for (int fd : open_descriptors()) {
-    struct stat st {};
-    sockaddr_storage peer{};
-    socklen_t len = sizeof peer;
-    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
-        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0)
-      continue;
-    int port = peer.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&peer)->sin_port)
-               : peer.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port)
-                                            : -1;
-    if (ports.contains(port)) close_on_exec(fd);
-  }
-}
-
+// The client ports of the ensemble's hosts ("h:p,h:p").
 std::set<int> ensemble_ports(const std::string& hosts) {
   std::set<int> ports;
   for (std::size_t at = 0; at < hosts.size();) {
@@ -151,7 +110,7 @@ bool Signal::take_deleted() {
 Session::Session(Config config)
     : config_(std::move(config)),
       acl_(config_.user ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE),
-      ports_(ensemble_ports(config_.hosts)) {
+      inherited_(ensemble_ports(config_.hosts)) {
   quiet_client_log();
 }
 
@@ -168,13 +127,10 @@ Session::~Session() {
 
 zhandle_t* Session::open_handle(std::uint64_t generation) {
   context_ = std::make_unique<HandleContext>(HandleContext{this, generation});
-  const std::set<int> before = open_descriptors();
+  inherited_.before_init();
   zhandle_t* zh = zookeeper_init(config_.hosts.c_str(), &Session::on_session_event,
                                  static_cast<int>(config_.session_timeout.count()), nullptr, context_.get(), 0);
-  for (int fd : open_descriptors()) {
-    struct stat st {};
-    if (!before.contains(fd) && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) close_on_exec(fd);
-  }
+  inherited_.after_init();
   if (zh && config_.user) {
     const std::string credentials = *config_.user + ":" + *config_.password;
     // The digest scheme accepts any credentials; the ACLs decide what they may do.
@@ -235,7 +191,6 @@ void Session::on_session_event(zhandle_t* zh, int type, int state, const char*, 
     std::lock_guard lk(self.mu_);
     if (ctx->generation != self.generation_) return;  // a handle being closed
     if (state == ZOO_CONNECTED_STATE) {
-      close_sockets_to_ensemble_on_exec(self.ports_);
       self.connected_ = true;
       self.suspended_at_ = steady::time_point::max();
       self.session_id_ = zoo_client_id(zh)->client_id;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "backends/zookeeper/config.h"
+#include "backends/zookeeper/inherited_descriptors.h"
 #include "core/driver.h"
 
 #include <zookeeper/zookeeper.h>
@@ -168,7 +169,7 @@ class Session {
 
   const Config config_;
   const ACL_vector* acl_;
-  const std::set<int> ports_;  // the ensemble's client ports
+  InheritedDescriptors inherited_;  // kept out of programs a fork + exec runs
 
   mutable std::shared_mutex handle_mu_;  // exclusive only to replace zh_
   zhandle_t* zh_ = nullptr;
