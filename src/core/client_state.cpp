@@ -118,7 +118,11 @@ Status ClientState::release(const std::string& name, LockKind kind) noexcept {
     Status s = backend_->locks().release(hold->request, hold->grant);
     if (was_lost) {
       hold->mark_lost();  // outside every lock: it may run stop callbacks
-      if (s.ok()) s = Status(errc::lock_lost, "unlock '" + name + "': the lease had been lost before unlock");
+      // What the caller must learn is that its critical section ran
+      // unprotected; whether the store could also be told is secondary.
+      if (s.code() != errc::lock_lost)
+        s = Status(errc::lock_lost, "unlock '" + name + "': the lease had been lost before unlock" +
+                                        (s.ok() ? std::string() : " (and releasing failed too: " + s.message() + ")"));
     }
     (s.ok() ? releases_ : failed_releases_).fetch_add(1, std::memory_order_relaxed);
     return s;

@@ -98,6 +98,9 @@ TEST_F(ZooKeeperFault, CutOffHolderLearnsItLostBeforeAnotherTakesIt) {
 
   proxy.black_hole(false);
   EXPECT_EQ(m.unlock_checked().code(), errc::lock_lost);
+  // Calls made while the expired session is being replaced may fail with
+  // unavailable (retry): wait until the client has its new session.
+  ASSERT_TRUE(eventually([&] { return holder->ping().ok(); }, 15s)) << "no new session after the partition healed";
   EXPECT_FALSE(holder->mutex("cut").try_lock()) << "the old holder's unlock freed the new holder's lock";
   const auto second = m2.token();
   m2.unlock();

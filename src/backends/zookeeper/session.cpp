@@ -65,7 +65,9 @@ bool Call::wait_until(steady::time_point deadline) {
     {
       std::unique_lock lk(mu_);
       if (!cv_.wait_until(lk, deadline, [&] { return done_; })) return false;
-      if (rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE) return true;
+      // Expired, or cut short when the expired handle was closed: issue it
+      // again in the next session (reissue() declines while shutting down).
+      if (rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE && rc != ZCLOSING) return true;
     }
     if (!session_->reissue(shared_from_this(), deadline)) return true;
   }
@@ -247,7 +249,8 @@ void Session::start(const CallPtr& c, steady::time_point deadline) {
 bool Session::reissue(const CallPtr& c, steady::time_point deadline) {
   {
     std::unique_lock lk(mu_);
-    if (!cv_.wait_until(lk, deadline, [&] { return stopping_ || generation_ != c->generation; }) || stopping_)
+    // Until the next session's handle is in place, not merely decided on.
+    if (!cv_.wait_until(lk, deadline, [&] { return stopping_ || opened_ != c->generation; }) || stopping_)
       return false;
   }
   {
@@ -460,6 +463,8 @@ void Session::monitor() {
           zh_ = open_handle(generation);
         }
         lk.lock();
+        opened_ = generation;
+        cv_.notify_all();
       }
       for (const auto& w : waiters_) w->notify(false);  // re-check on every change
     }

@@ -43,8 +43,9 @@ class Call;
 using CallPtr = std::shared_ptr<Call>;
 
 // One asynchronous call: filled in by the C client's completion thread.
-// A call that meets an expired session is issued again in the next one
-// (everything the old session made is gone, so that is always safe).
+// A call that meets an expired session (or is cut short when its handle is
+// closed after expiry) is issued again in the next one: everything the old
+// session made is gone, so that is always safe.
 class Call : public std::enable_shared_from_this<Call> {
  public:
   using Issue = std::function<int(zhandle_t*, CallPtr*)>;
@@ -183,6 +184,7 @@ class Session {
   bool stopping_ = false;
   bool kicked_ = false;                     // the monitor has new work (nodes to delete, a lease end)
   std::uint64_t generation_ = 1;
+  std::uint64_t opened_ = 1;                // the generation whose handle zh_ is
   std::int64_t session_id_ = 0;
   std::chrono::milliseconds negotiated_{};
   steady::time_point suspended_at_ = steady::time_point::max();

@@ -441,9 +441,10 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       if (!list->wait_until(deadline) || list->rc != ZOK) {
         // Ours exists but its place is unknown: look again.
         list = session_.get_children(path, deadline);
-        if (!list->wait_until(deadline) || list->rc != ZOK) {
+        const bool answered = list->wait_until(deadline);
+        if (!answered || list->rc != ZOK) {
           session_.delete_later(made.node);
-          return list->rc == ZOK ? no_reply(step) : to_status(list->rc, step, path);
+          return answered ? to_status(list->rc, step, path) : no_reply(step);
         }
       }
       made.children = std::move(list->children);
