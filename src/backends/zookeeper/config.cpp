@@ -24,6 +24,16 @@ char32_t next_code_point(std::string_view s, std::size_t& i) {
 
 }  // namespace
 
+std::vector<std::string_view> segments(std::string_view path) {
+  std::vector<std::string_view> out;
+  for (std::size_t at = 0;;) {
+    auto slash = path.find('/', at);
+    out.push_back(path.substr(at, slash == std::string_view::npos ? std::string_view::npos : slash - at));
+    if (slash == std::string_view::npos) return out;
+    at = slash + 1;
+  }
+}
+
 Status check_segment(std::string_view segment, std::string_view what) {
   const std::string quoted = "'" + std::string(segment) + "'";
   if (segment.empty()) return Status(errc::invalid_argument, std::string(what) + " has an empty segment ('//', or a leading or trailing '/')");
@@ -66,13 +76,8 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
     } else {
       if (url.path.back() == '/') return invalid(c, "the root path '" + url.path + "' must not end in '/'");
       std::string_view rest = std::string_view(url.path).substr(1);
-      for (std::size_t at = 0;;) {
-        auto slash = rest.find('/', at);
-        auto segment = rest.substr(at, slash == std::string_view::npos ? std::string_view::npos : slash - at);
+      for (auto segment : segments(rest))
         if (Status s = check_segment(segment, "the root path '" + url.path + "'"); !s) return invalid(c, s.message());
-        if (slash == std::string_view::npos) break;
-        at = slash + 1;
-      }
       if (rest == "zookeeper" || rest.starts_with("zookeeper/"))
         return invalid(c, "the root path must not be under /zookeeper (ZooKeeper's own nodes)");
       c.root = url.path;

@@ -56,19 +56,17 @@ Result<CountNode> read_count(Session& session, const std::string& path, steady::
   return CountNode{*value, call->stat.version};
 }
 
-Result<bool> write_count(Session& session, const std::string& path, const CountNode& seen, std::int64_t value,
+Result<bool> write_count(Session& session, const std::string& path, const CountNode& seen, const std::string& bytes,
                          steady::time_point deadline, std::string_view step) {
-  auto bytes = encode_count(value, "value");
-  if (!bytes) return bytes.status();
   if (seen.version) {
-    auto set = session.set(path, *bytes, *seen.version, deadline);
+    auto set = session.set(path, bytes, *seen.version, deadline);
     if (!set->wait_until(deadline)) return no_reply(step);
     if (set->rc == ZBADVERSION || set->rc == ZNONODE) return false;  // changed or deleted since we read it
     if (Status s = to_status(set->rc, step, path); !s) return s;
     return true;
   }
   for (bool parents_made = false;; parents_made = true) {
-    auto create = session.create(path, persistent, deadline, *bytes);
+    auto create = session.create(path, persistent, deadline, bytes);
     if (!create->wait_until(deadline)) return no_reply(step);
     if (create->rc == ZNODEEXISTS) return false;  // someone created it first
     if (create->rc == ZNONODE && !parents_made) {
@@ -89,12 +87,13 @@ Result<std::int64_t> Counters::load(const std::string& name, steady::time_point 
 
 Status Counters::store(const std::string& name, std::int64_t value, steady::time_point deadline) {
   const std::string step = "storing counter '" + name + "'";
-  if (auto bytes = encode_count(value, "store: value"); !bytes) return bytes.status();
+  auto bytes = encode_count(value, "store: value");
+  if (!bytes) return bytes.status();
   const std::string path = lock_path(session_.config(), name);
   while (steady::now() < deadline) {
     // Overwrite whatever is there; if there is nothing, create it.
     for (CountNode any : {CountNode{0, -1}, CountNode{}}) {
-      auto written = write_count(session_, path, any, value, deadline, step);
+      auto written = write_count(session_, path, any, *bytes, deadline, step);
       if (!written) return written.status();
       if (*written) return {};
     }
@@ -111,7 +110,7 @@ Result<std::int64_t> Counters::fetch_add(const std::string& name, std::int64_t d
     auto sum = checked_add(node->value, delta);
     auto bytes = encode_count(sum.value_or(std::numeric_limits<std::int64_t>::max()), "fetch_add: the result");
     if (!bytes) return bytes.status();
-    auto written = write_count(session_, path, *node, *sum, deadline, step);
+    auto written = write_count(session_, path, *node, *bytes, deadline, step);
     if (!written) return written.status();
     if (*written) return node->value;
   }
@@ -121,7 +120,8 @@ Result<std::int64_t> Counters::fetch_add(const std::string& name, std::int64_t d
 Result<bool> Counters::compare_exchange(const std::string& name, std::int64_t& expected, std::int64_t desired,
                                         steady::time_point deadline) {
   const std::string step = "compare_exchange on counter '" + name + "'";
-  if (auto bytes = encode_count(desired, "compare_exchange: desired"); !bytes) return bytes.status();
+  auto bytes = encode_count(desired, "compare_exchange: desired");
+  if (!bytes) return bytes.status();
   const std::string path = lock_path(session_.config(), name);
   while (steady::now() < deadline) {
     auto node = read_count(session_, path, deadline, step);
@@ -131,7 +131,7 @@ Result<bool> Counters::compare_exchange(const std::string& name, std::int64_t& e
       return false;
     }
     // A lost race is not a failure yet: the value may still be `expected`.
-    auto written = write_count(session_, path, *node, desired, deadline, step);
+    auto written = write_count(session_, path, *node, *bytes, deadline, step);
     if (!written) return written.status();
     if (*written) return true;
   }

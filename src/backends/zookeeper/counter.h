@@ -32,10 +32,10 @@ Result<std::string> encode_count(std::int64_t value, std::string_view what);
 // The count in a node's data; invalid_argument if it is not one.
 Result<std::int64_t> decode_count(const std::string& data, std::string_view path);
 
-// One compare-and-set: writes `value` if the node is still as `seen` (an
-// absent node is created, parents as needed). true: written; false: someone
-// changed it first (read again).
-Result<bool> write_count(Session& session, const std::string& path, const CountNode& seen, std::int64_t value,
+// One compare-and-set: writes `bytes` (from encode_count) if the node is
+// still as `seen` (an absent node is created, parents as needed). true:
+// written; false: someone changed it first (read again).
+Result<bool> write_count(Session& session, const std::string& path, const CountNode& seen, const std::string& bytes,
                          steady::time_point deadline, std::string_view step);
 // The node's value and version (no version: there is no node). With
 // `watch`, the read also leaves a one-shot data watch that notifies it.

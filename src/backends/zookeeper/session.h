@@ -199,4 +199,23 @@ class Session {
   std::thread monitor_;
 };
 
+// A Waiter on `signal`, which the session also notifies on every session
+// change, so the waiter reads again rather than trust a watch the old
+// session held. Gone, it forgets the signal and any watch left on it.
+class SessionWaiter final : public Waiter {
+ public:
+  SessionWaiter(Session& session, std::shared_ptr<Signal> signal) : session_(session), signal_(std::move(signal)) {
+    session_.add_waiter(signal_);
+  }
+  ~SessionWaiter() override { session_.remove_waiter(signal_); }
+  Status wait_until(steady::time_point until) override {
+    signal_->wait_until(until);
+    return {};
+  }
+
+ private:
+  Session& session_;
+  std::shared_ptr<Signal> signal_;
+};
+
 }  // namespace dlock::detail::zookeeper

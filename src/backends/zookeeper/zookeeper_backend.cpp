@@ -115,23 +115,6 @@ struct Contender {
 
 class ZooKeeperBackend;
 
-// Notified when the watched leader node changes or goes, or the session changes.
-class HolderWaiter final : public Waiter {
- public:
-  HolderWaiter(Session& session, std::shared_ptr<Signal> signal) : session_(session), signal_(std::move(signal)) {
-    session_.add_waiter(signal_);
-  }
-  ~HolderWaiter() override { session_.remove_waiter(signal_); }
-  Status wait_until(steady::time_point until) override {
-    signal_->wait_until(until);
-    return {};
-  }
-
- private:
-  Session& session_;
-  std::shared_ptr<Signal> signal_;
-};
-
 class ContenderWaiter final : public Waiter {
  public:
   ContenderWaiter(ZooKeeperBackend& backend, std::pair<std::string, std::string> key, std::shared_ptr<Contender> c)
@@ -156,19 +139,15 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
 
   Status validate_name(std::string_view name) const override {
     const std::string what = "name '" + std::string(name) + "'";
-    for (std::size_t at = 0;;) {
-      auto slash = name.find('/', at);
-      auto segment = name.substr(at, slash == std::string_view::npos ? std::string_view::npos : slash - at);
+    for (auto segment : segments(name)) {
       if (Status s = check_segment(segment, what); !s) return s;
       if (segment.starts_with("_c_") || segment.find(lock_marker) != std::string_view::npos ||
-          segment.find(latch_marker) != std::string_view::npos ||
-          segment.find("__READ__") != std::string_view::npos || segment.find("__WRIT__") != std::string_view::npos)
+          segment.find(latch_marker) != std::string_view::npos || segment.find(read_marker) != std::string_view::npos ||
+          segment.find(write_marker) != std::string_view::npos)
         return Status(errc::invalid_argument, what + ": segment '" + std::string(segment) +
                                                   "' looks like a lock's contender node (_c_..., -lock-, "
                                                   "-latch-, __READ__, __WRIT__); ZooKeeper recipes would "
                                                   "mistake it");
-      if (slash == std::string_view::npos) break;
-      at = slash + 1;
     }
     if (session_.config().root == "/" && (name == "zookeeper" || name.starts_with("zookeeper/")))
       return Status(errc::invalid_argument, what + ": /zookeeper is ZooKeeper's own subtree");
@@ -347,7 +326,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       if (read->rc == ZNONODE) continue;  // it went meanwhile: the next one leads
       if (read->rc != ZOK) return to_status(read->rc, step, head);
       Holder out{std::move(read->data), nullptr};
-      if (signal) out.change = std::make_unique<HolderWaiter>(session_, std::move(signal));
+      if (signal) out.change = std::make_unique<SessionWaiter>(session_, std::move(signal));
       return out;
     }
   }
