@@ -2,8 +2,10 @@
 //
 // The command runs in a child process with DLOCK_NAME and DLOCK_TOKEN set.
 // It gets SIGKILL if dlock dies (PR_SET_PDEATHSIG), so it never runs on
-// unprotected, and every lock descriptor is close-on-exec, so the lock never
-// stays held by it. If the lock is lost while it runs, it gets SIGTERM, then
+// unprotected, and it inherits only the descriptors dlock itself was given:
+// whatever dlock or a client library opened (lock files, sockets, a library's
+// wake-up pipe, even a descriptor another thread had open for a moment at the
+// fork) is closed on exec, so the lock never stays held by it. If the lock is lost while it runs, it gets SIGTERM, then
 // SIGKILL after --kill-after, and dlock exits with exit_lock_lost.
 //
 // --elect runs CMD while this process leads the election NAME instead: the
@@ -14,18 +16,21 @@
 
 #include <dlock/dlock.h>
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
-#include <mutex>
 #include <cstdlib>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <stop_token>
+#include <vector>
 
 namespace dlock::cli {
 namespace {
@@ -100,6 +105,29 @@ int exit_status_of(int wait_status) {
   return exit_internal;
 }
 
+// The descriptors open now, ascending (from /proc/self/fd).
+std::vector<int> open_descriptors() {
+  std::vector<int> fds;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.' && std::atoi(e->d_name) != ::dirfd(d)) fds.push_back(std::atoi(e->d_name));
+    ::closedir(d);
+  }
+  std::sort(fds.begin(), fds.end());
+  return fds;
+}
+
+// In the child, before exec (async-signal-safe): every descriptor but those
+// in `keep` (ascending) becomes close-on-exec.
+void close_on_exec_except(const std::vector<int>& keep) {
+  unsigned from = 0;
+  for (int fd : keep) {
+    if (static_cast<unsigned>(fd) > from) ::close_range(from, static_cast<unsigned>(fd) - 1, CLOSE_RANGE_CLOEXEC);
+    from = static_cast<unsigned>(fd) + 1;
+  }
+  ::close_range(from, ~0U, CLOSE_RANGE_CLOEXEC);
+}
+
 int run(const RunArgs& args) {
   const auto lease = duration_arg(args.lease, "--lease");
   const auto kill_after = duration_arg(args.kill_after, "--kill-after");
@@ -112,6 +140,8 @@ int run(const RunArgs& args) {
   sigset_t old_mask;
   pthread_sigmask(SIG_BLOCK, &signals, &old_mask);
 
+  // What CMD may inherit: what dlock was started with, nothing it opened since.
+  const std::vector<int> inherited = open_descriptors();
   auto client = dlock::connect(args.backend.empty() ? default_backend() : args.backend);
   Claim claim(*client, args, lease);
 
@@ -156,6 +186,7 @@ int run(const RunArgs& args) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(exit_internal);  // dlock already gone
     if (own_group) ::setpgid(0, 0);
+    close_on_exec_except(inherited);
     ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     ::execvp(argv[0], argv.data());
     ::_exit(errno == ENOENT ? 127 : 126);
