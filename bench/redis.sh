@@ -46,36 +46,17 @@ else
 fi
 
 # A python3 with redis-py (a pyenv python3 first on PATH usually has none; Debian's has python3-redis).
-py="${PYTHON:-}"
-if [[ -z "$py" ]]; then
-  for candidate in python3 /usr/bin/python3; do
-    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import redis' 2>/dev/null; then
-      py="$candidate"; break
-    fi
-  done
-fi
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+py="$(python_with redis)"
 summary_py="$(command -v python3 || true)"
 [[ -n "$summary_py" ]] || summary_py="$py"
 [[ -n "$summary_py" ]] || { echo "redis.sh: python3 is needed for the summary" >&2; exit 64; }
 
-work="$(mktemp -d -t dlock-redis-bench-XXXXXX)"
-out="$work/results.jsonl"
-started=""
-# shellcheck disable=SC2317  # invoked by the trap
-cleanup() {
-  if [[ -n "$started" ]]; then "$root/scripts/redis-server.sh" stop "$work/server" >&2 || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-if [[ -z "$url" ]]; then
-  command -v redis-server >/dev/null || { echo "redis.sh: no URL given and no redis-server to start" >&2; exit 64; }
-  started=1
-  "$root/scripts/redis-server.sh" start "$work/server" >&2
-  url="$(cat "$work/server/url")"
+if [[ -z "$url" ]] && ! command -v redis-server >/dev/null; then
+  echo "redis.sh: no URL given and no redis-server to start" >&2; exit 64
 fi
-: >"$out"
+with_server redis redis-server.sh
 status=0
 
 # --- (a) the raw limit -----------------------------------------------------------------

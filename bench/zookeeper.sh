@@ -39,32 +39,13 @@ dlock_bin="${DLOCK_BIN:-$(first_executable "$root/build/release/tools/dlock/dloc
                                           "$(command -v dlock || true)")}"
 raw_bin="${ZK_RAW_BIN:-$(first_executable "$root"/build/release/bench/dlock_bench_zk_raw \
                                           "$root"/build/dev/bench/dlock_bench_zk_raw "$root"/build/*/bench/dlock_bench_zk_raw)}"
-py="${PYTHON:-}"
-if [[ -z "$py" ]]; then
-  for candidate in python3 /usr/bin/python3; do
-    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import kazoo' 2>/dev/null; then py="$candidate"; break; fi
-  done
-fi
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+py="$(python_with kazoo)"
 summary_py="$(command -v python3 || true)"
 [[ -n "$summary_py" ]] || { echo "zookeeper.sh: python3 is needed for the summary" >&2; exit 64; }
 
-work="$(mktemp -d -t dlock-zk-bench-XXXXXX)"
-out="$work/results.jsonl"
-started=""
-# shellcheck disable=SC2317  # invoked by the trap
-cleanup() {
-  if [[ -n "$started" ]]; then "$root/scripts/zookeeper-server.sh" stop "$work/server" >&2 || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-if [[ -z "$url" ]]; then
-  started=1
-  "$root/scripts/zookeeper-server.sh" start "$work/server" >&2
-  url="$(cat "$work/server/url")"
-fi
-: >"$out"
+with_server zk zookeeper-server.sh
 status=0
 notes=()
 
