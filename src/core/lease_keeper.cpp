@@ -123,7 +123,10 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
         h.set_lease_end(h.grant.valid_until);
         if (s.ok()) {
           ++counters_.renewals;
-          h.next_renewal = after + h.renew_every;
+          // From when the batch was sent (as the lease itself is), not when
+          // it was answered: otherwise every batch's round trip pushes its
+          // group later, and two groups half a period apart never merge.
+          h.next_renewal = std::max(now + h.renew_every, after);
         } else if (s.code() == errc::lock_lost || s.code() == errc::not_owner || after >= h.lease_end()) {
           to_lose.push_back(&h);
         } else {
