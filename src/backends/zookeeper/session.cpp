@@ -1,6 +1,7 @@
 #include "backends/zookeeper/session.h"
 
 #include "backends/zookeeper/errors.h"
+#include "core/owner_id.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -292,18 +293,25 @@ CallPtr Session::get(const std::string& path, steady::time_point deadline) {
               [path](zhandle_t* zh, CallPtr* data) { return zoo_aget(zh, path.c_str(), 0, on_data, data); });
 }
 
-CallPtr Session::watch(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline) {
-  void* id;
-  {
-    std::lock_guard lk(watch_mu_);
-    if (!signal->id) {
-      signal->id = next_watch_++;
-      watches_[signal->id] = signal;
-    }
-    id = reinterpret_cast<void*>(static_cast<std::uintptr_t>(signal->id));
+void* Session::watch_id(const std::shared_ptr<Signal>& signal) {
+  std::lock_guard lk(watch_mu_);
+  if (!signal->id) {
+    signal->id = next_watch_++;
+    watches_[signal->id] = signal;
   }
-  return call(deadline, [path, id](zhandle_t* zh, CallPtr* data) {
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(signal->id));
+}
+
+CallPtr Session::watch(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline) {
+  return call(deadline, [path, id = watch_id(signal)](zhandle_t* zh, CallPtr* data) {
     return zoo_awget(zh, path.c_str(), &Session::on_watch, id, on_data, data);
+  });
+}
+
+CallPtr Session::watch_children(const std::string& path, const std::shared_ptr<Signal>& signal,
+                                steady::time_point deadline) {
+  return call(deadline, [path, id = watch_id(signal)](zhandle_t* zh, CallPtr* data) {
+    return zoo_awget_children(zh, path.c_str(), &Session::on_watch, id, on_strings, data);
   });
 }
 
@@ -355,6 +363,24 @@ bool Session::unhold(const std::string& node) {
 bool Session::holds(const std::string& node) const {
   std::lock_guard lk(mu_);
   return held_.contains(node);
+}
+
+Status Session::give_back(const std::string& node, const std::string& what) {
+  if (!unhold(node))
+    return Status(errc::lock_lost, what +
+                                       ": no longer ours (the session was suspended or expired, or the fixed lease ran "
+                                       "out); its node is deleted when the ensemble answers");
+  const auto deadline = steady::now() + config_.op_timeout;
+  auto call = remove(node, deadline);
+  if (!call->wait_until(deadline)) {
+    delete_later(node);
+    return no_reply(what);
+  }
+  if (call->rc == ZOK) return {};
+  if (call->rc == ZNONODE || call->rc == ZINVALIDSTATE || call->rc == ZSESSIONEXPIRED)
+    return Status(errc::lock_lost, what + ": its node was already gone (force-released, or the session expired)");
+  delete_later(node);
+  return to_status(call->rc, what, node);
 }
 
 void Session::delete_later(const std::string& node) {
@@ -496,6 +522,14 @@ void Session::monitor() {
     if (connected_ && (!orphans_.empty() || !lost_creates_.empty())) wake = std::min(wake, next_sweep_);
     cv_.wait_until(lk, wake, [&] { return stopping_ || kicked_ || !events_.empty(); });
   }
+}
+
+Result<std::string> protected_prefix(std::string_view node_name) {
+  auto hex = random_client_id();
+  if (!hex) return hex.status();
+  const std::string& h = *hex;
+  return "_c_" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" +
+         h.substr(20, 12) + "-" + std::string(node_name);
 }
 
 }  // namespace dlock::detail::zookeeper

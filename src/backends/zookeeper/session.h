@@ -120,6 +120,9 @@ class Session {
   // Reads `path` and leaves a one-shot watch on it that notifies `signal`
   // (no watch is left if the node does not exist: rc ZNONODE).
   CallPtr watch(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline);
+  // Lists `path`'s children and leaves a one-shot watch on them that
+  // notifies `signal` when a child is added or removed.
+  CallPtr watch_children(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline);
   // Reads `path`'s data (Call::data) and stat.
   CallPtr get(const std::string& path, steady::time_point deadline);
   // Replaces `path`'s data if its version is still `version` (ZBADVERSION
@@ -138,6 +141,11 @@ class Session {
   // Whether `node` is still held (not dropped); removes it from the books.
   bool unhold(const std::string& node);
   bool holds(const std::string& node) const;
+  // Gives back a node held (hold()): unholds and deletes it. lock_lost if
+  // it had been dropped or was already gone; unavailable if the ensemble
+  // did not answer within op_timeout (it is then deleted later). `what`
+  // starts the messages ("unlock 'orders'").
+  Status give_back(const std::string& node, const std::string& what);
   // Deletes `node` when the ensemble can be reached, retrying; ends with the session.
   void delete_later(const std::string& node);
   // Deletes the node whose name contains `marker` under `parent` when the
@@ -164,6 +172,8 @@ class Session {
   void start(const CallPtr& c, steady::time_point deadline);
   // After `c` met an expired session: false if no new one by `deadline`.
   bool reissue(const CallPtr& c, steady::time_point deadline);
+  // The id the C client passes back to on_watch for `signal`.
+  void* watch_id(const std::shared_ptr<Signal>& signal);
   void monitor();
   void drop_holds(std::unique_lock<std::mutex>& lk);
   void sweep(std::unique_lock<std::mutex>& lk);
@@ -198,6 +208,11 @@ class Session {
   std::uint64_t next_watch_ = 1;                      // guarded by watch_mu_
   std::thread monitor_;
 };
+
+// "_c_<uuid>-<node name>": Curator's protected-name prefix for a
+// sequential node, unique per create, so a node whose create reply was
+// lost can be found again by it.
+Result<std::string> protected_prefix(std::string_view node_name);
 
 // A Waiter on `signal`, which the session also notifies on every session
 // change, so the waiter reads again rather than trust a watch the old

@@ -35,9 +35,9 @@
 #include "backends/zookeeper/config.h"
 #include "backends/zookeeper/counter.h"
 #include "backends/zookeeper/latch.h"
+#include "backends/zookeeper/semaphore.h"
 #include "backends/zookeeper/errors.h"
 #include "backends/zookeeper/session.h"
-#include "core/owner_id.h"
 #include "core/registry.h"
 
 #include <algorithm>
@@ -89,15 +89,7 @@ std::vector<std::string> contenders(std::vector<std::string> children, LockKind 
 
 std::string basename(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
-// "_c_<uuid>-<node name>": Curator's protected-name prefix, unique per
-// create, so a node whose create reply was lost can be found again.
-Result<std::string> node_prefix(LockKind kind) {
-  auto hex = random_client_id();
-  if (!hex) return hex.status();
-  const std::string& h = *hex;
-  return "_c_" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" +
-         h.substr(20, 12) + "-" + std::string(node_name(kind));
-}
+Result<std::string> node_prefix(LockKind kind) { return protected_prefix(node_name(kind)); }
 
 struct NodeGrant final : GrantState {
   std::string node;
@@ -162,6 +154,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   std::optional<milliseconds> session_timeout() const override { return session_.negotiated_timeout(); }
   CounterDriver* counters() override { return &counters_; }
   LatchDriver* latches() override { return &latches_; }
+  SemaphoreDriver* semaphores() override { return &semaphores_; }
 
   Status ping() override {
     const auto deadline = steady::now() + session_.config().op_timeout;
@@ -238,24 +231,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   }
 
   Status release(const LockRequest& request, Grant& grant) override {
-    const std::string step = "releasing '" + request.name + "'";
-    const std::string& node = static_cast<NodeGrant&>(*grant.state).node;
-    if (!session_.unhold(node))
-      return Status(errc::lock_lost, "unlock '" + request.name +
-                                         "': no longer ours (the session was suspended or expired, or the fixed "
-                                         "lease ran out); its node is deleted when the ensemble answers");
-    const auto deadline = steady::now() + session_.config().op_timeout;
-    auto call = session_.remove(node, deadline);
-    if (!call->wait_until(deadline)) {
-      session_.delete_later(node);
-      return no_reply(step);
-    }
-    if (call->rc == ZOK) return {};
-    if (call->rc == ZNONODE || call->rc == ZINVALIDSTATE || call->rc == ZSESSIONEXPIRED)
-      return Status(errc::lock_lost, "unlock '" + request.name +
-                                         "': its node was already gone (force-released, or the session expired)");
-    session_.delete_later(node);
-    return to_status(call->rc, step, node);
+    return session_.give_back(static_cast<NodeGrant&>(*grant.state).node, "unlock '" + request.name + "'");
   }
 
   // One exists() per lock, all in flight at once: one round trip per batch.
@@ -495,6 +471,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Contender>> contenders_;  // (owner, name)
   Counters counters_{session_};
   Latches latches_{session_};
+  Semaphores semaphores_{session_, *this};
 };
 
 ContenderWaiter::~ContenderWaiter() { backend_.leave(key_, *contender_); }
