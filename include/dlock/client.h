@@ -18,6 +18,7 @@
 #include <dlock/latch.h>
 #include <dlock/election.h>
 #include <dlock/mutex.h>
+#include <dlock/semaphore.h>
 #include <dlock/shared_mutex.h>
 #include <dlock/options.h>
 #include <dlock/status.h>
@@ -90,6 +91,12 @@ class Client {
   // zk:// has), invalid_argument for a bad name or count < 0, unavailable if
   // the store did not answer within op_timeout.
   Latch latch(std::string name, std::int64_t count);
+
+  // A handle on the semaphore `name` with `permits` permits (see
+  // semaphore.h). Throws invalid_argument for a bad name or permits < 1 or
+  // above 2^31 - 1, unsupported if the backend has no semaphore (so far:
+  // zk:// only). No remote call.
+  Semaphore semaphore(std::string name, std::ptrdiff_t permits);
 
   // A handle on the election `name` (see election.h). Throws
   // invalid_argument for a bad name, unsupported if the backend has no

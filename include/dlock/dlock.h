@@ -7,6 +7,7 @@
 #include <dlock/error.h>
 #include <dlock/latch.h>
 #include <dlock/mutex.h>
+#include <dlock/semaphore.h>
 #include <dlock/options.h>
 #include <dlock/shared_mutex.h>
 #include <dlock/status.h>

@@ -3,7 +3,10 @@
 #include "core/client_state.h"
 #include "core/counter_driver.h"
 #include "core/latch_driver.h"
+#include "core/semaphore_driver.h"
 #include "core/validate.h"
+
+#include <limits>
 
 namespace dlock {
 
@@ -53,6 +56,17 @@ Latch Client::latch(std::string name, std::int64_t count) {
   // The first client to open it sets its count.
   (void)latches->read(name, count, false, detail::steady::now() + state_->options().op_timeout).value();
   return Latch(state_, std::move(name), count);
+}
+
+Semaphore Client::semaphore(std::string name, std::ptrdiff_t permits) {
+  if (!state_->backend().semaphores())
+    throw Error(errc::unsupported, "semaphore: the " + state_->scheme() + " backend has no semaphore (zk:// has)");
+  detail::validate_name(name).throw_if_error();
+  state_->backend().validate_name(name).throw_if_error();
+  if (permits < 1 || permits > std::numeric_limits<std::int32_t>::max())
+    throw Error(errc::invalid_argument, "semaphore '" + name + "': permits must be between 1 and 2147483647, not " +
+                                            std::to_string(permits));
+  return Semaphore(state_, std::move(name), permits);
 }
 
 Election Client::election(std::string name) {

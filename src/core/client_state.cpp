@@ -58,7 +58,7 @@ Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const 
     ++held->count;
     return true;
   }
-  LockRequest request{name, owner_for_this_thread(client_id_), options.lease, options.lease_mode, options.fair, kind,
+  LockRequest request{name, owner_for_this_thread(), options.lease, options.lease_mode, options.fair, kind,
                       std::move(data)};
   Grant grant;
   for (;;) {
@@ -131,6 +131,8 @@ Status ClientState::release(const std::string& name, LockKind kind) noexcept {
     return Status(errc::internal, std::string("unlock '") + name + "': " + e.what());
   }
 }
+
+std::string ClientState::owner_for_this_thread() const { return detail::owner_for_this_thread(client_id_); }
 
 std::shared_ptr<Hold> ClientState::find(const std::string& name, LockKind kind) const {
   std::lock_guard lk(mu_);

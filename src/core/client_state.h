@@ -43,6 +43,8 @@ class ClientState {
   const ClientOptions& options() const { return options_; }
   const std::string& url() const { return url_; }
   const std::string& scheme() const { return scheme_; }
+  // The owner of an entry the calling thread makes in the store (LockRequest::owner).
+  std::string owner_for_this_thread() const;
   ClientStats stats() const;
 
  private:

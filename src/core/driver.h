@@ -26,6 +26,7 @@ namespace dlock::detail {
 
 class CounterDriver;  // counter_driver.h
 class LatchDriver;    // latch_driver.h
+class SemaphoreDriver;  // semaphore_driver.h
 
 using steady = std::chrono::steady_clock;
 
@@ -161,6 +162,8 @@ class Backend {
   // Counter and Latch; nullptr where the backend has none.
   virtual CounterDriver* counters() { return nullptr; }
   virtual LatchDriver* latches() { return nullptr; }
+  // Semaphore; nullptr where the backend has none.
+  virtual SemaphoreDriver* semaphores() { return nullptr; }
 };
 
 }  // namespace dlock::detail

@@ -33,6 +33,8 @@ struct BackendUnderTest {
   bool counters = false;
   // Whether it has elections (Client::election).
   bool election = false;
+  // Whether it has Semaphore (Client::semaphore).
+  bool semaphore = false;
 };
 
 // gtest prints the parameter by its name, not its bytes.
@@ -60,6 +62,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                  false, true, true, false, true});
   all.back().counters = true;
   all.back().election = true;
+  all.back().semaphore = true;
 #endif
   return all;
 }
@@ -68,6 +71,13 @@ inline std::vector<BackendUnderTest> backends_under_test() {
 inline std::vector<BackendUnderTest> shared_backends_under_test() {
   auto all = backends_under_test();
   std::erase_if(all, [](const BackendUnderTest& b) { return !b.shared; });
+  return all;
+}
+
+// The backends that claim Semaphore.
+inline std::vector<BackendUnderTest> semaphore_backends_under_test() {
+  auto all = backends_under_test();
+  std::erase_if(all, [](const BackendUnderTest& b) { return !b.semaphore; });
   return all;
 }
 

@@ -135,6 +135,37 @@ TEST_F(ZooKeeperFault, DroppedConnectionLosesTheLockAndFreesItUnderTheSafePolicy
   m2.unlock();
 }
 
+// A semaphore permit dies with its session like a lock: the cut-off holder
+// learns it lost the permit (lost(), stop_token) before another client gets
+// it, and its release reports lock_lost.
+TEST_F(ZooKeeperFault, CutOffPermitHolderLearnsItLostBeforeAnotherTakesIt) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  TcpProxy proxy(zk.client_port(0));
+  auto holder = connect(via(proxy, "session_timeout=2s"));
+  auto permit = holder->semaphore("permits", 1);
+  permit.acquire();
+  std::atomic<steady::rep> lost_at{0};
+  std::stop_callback on_lost(permit.stop_token(), [&] { lost_at = steady::now().time_since_epoch().count(); });
+  EXPECT_FALSE(permit.lost());
+
+  proxy.black_hole(true);
+  auto other = connect(zk.url() + root() + "?session_timeout=2s");
+  auto taker = other->semaphore("permits", 1);
+  ASSERT_TRUE(taker.try_acquire_for(scaled(15s))) << "the cut-off holder's permit never came back";
+  const auto taken_at = steady::now().time_since_epoch().count();
+  ASSERT_NE(lost_at.load(), 0) << "another client got the permit before the holder learnt it had lost it";
+  EXPECT_LT(lost_at.load(), taken_at);
+  EXPECT_TRUE(permit.lost());
+  EXPECT_GT(taker.token(), permit.token());
+
+  proxy.black_hole(false);
+  EXPECT_EQ(permit.release_checked().code(), errc::lock_lost);
+  EXPECT_EQ(permit.held(), 0);
+  EXPECT_FALSE(permit.lost()) << "a handle with no permits left still reports a loss";
+  EXPECT_EQ(taker.in_use(), 1) << "the old holder's release freed the new holder's permit";
+  taker.release();
+}
+
 TEST_F(ZooKeeperFault, DroppedConnectionKeepsTheLockUnderTheExpiryPolicy) {
   ZooKeeperEnsemble zk(dir_.path(), 1);
   TcpProxy proxy(zk.client_port(0));

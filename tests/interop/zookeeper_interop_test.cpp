@@ -4,8 +4,10 @@
 // the other does. Likewise dlock's SharedMutex and Curator's InterProcessReadWriteLock:
 // readers of both share, a writer of either excludes everyone, and a reader that arrives
 // after a waiting writer, of either library, queues behind it. dlock's Counter and Curator's
-// SharedCount on one znode read and change the same value. And dlock's Election and
-// Curator's LeaderLatch: one election, each library seeing the other's leader.
+// SharedCount on one znode read and change the same value. dlock's Election and
+// Curator's LeaderLatch: one election, each library seeing the other's leader. And dlock's
+// Semaphore and Curator's InterProcessSemaphoreV2 (with one permit, its
+// InterProcessSemaphoreMutex): one set of permits, each library waiting for the other's.
 //
 // Curator runs as CuratorTool child processes (curator_tool.h). The test also opens a plain
 // ZooKeeper session of its own to look at the lock's children, so that it knows a waiter's
@@ -24,6 +26,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -238,6 +241,15 @@ std::optional<CuratorAcquired> curator_acquire(ChildProcess& java, const std::st
                                                std::chrono::milliseconds limit) {
   java.write_line(command);
   return parse_curator_acquired(java.read_line(limit).value_or(""));
+}
+
+// A CuratorTool InterProcessSemaphoreV2 on `path` with `permits` leases, ready for commands.
+std::unique_ptr<ChildProcess> start_curator_semaphore(const std::string& path, int permits) {
+  auto java = std::make_unique<ChildProcess>(
+      curator_tool_command({server_url("zookeeper"), "semaphore", path, std::to_string(permits)}));
+  auto ready = java->read_line(scaled(30s));
+  if (ready != "ready") throw std::runtime_error("CuratorTool did not start: " + ready.value_or("(no line)"));
+  return java;
 }
 
 std::optional<CuratorAcquired> curator_lock(ChildProcess& java, std::chrono::milliseconds limit) {
@@ -846,6 +858,78 @@ TEST(ZooKeeperInterop, LeaderLatchAndElectionAreOneElection) {
   EXPECT_EQ(election.leader(), "java-1");
   java.write_line("quit");
   EXPECT_EQ(java.wait(scaled(10s)), std::optional<int>(0));
+}
+
+// dlock's Semaphore and Curator's InterProcessSemaphoreV2 on one path hand out one set of
+// permits: lease nodes under <path>/leases in the same naming, the mutex under <path>/locks
+// released once a permit is taken or given up, and each library waits for the other's
+// permits to come back.
+TEST(ZooKeeperInterop, SemaphoreAndCuratorSemaphoreV2ShareOneSetOfPermits) {
+  TempDir dir;
+  SharedLock lock(dir);
+  ZooKeeperPeek peek(lock.dlock_url);
+  const std::string leases = lock.path + "/leases";
+  auto java = start_curator_semaphore(lock.path, 3);
+  auto first = curator_acquire(*java, "acquire", scaled(10s));
+  auto second = curator_acquire(*java, "acquire", scaled(10s));
+  ASSERT_TRUE(first && second);
+  EXPECT_NE(first->node.find("-lease-"), std::string::npos) << first->node;
+
+  auto client = dlock::connect(lock.dlock_url);
+  auto semaphore = client->semaphore(lock.name, 3);
+  ASSERT_TRUE(semaphore.try_acquire()) << "the third of three permits was not free";
+  EXPECT_FALSE(semaphore.try_acquire_for(200ms)) << "dlock took a fourth of three permits";
+  auto nodes = peek.children(leases);
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(nodes[0], first->node);
+  EXPECT_EQ(nodes[1], second->node);
+  EXPECT_EQ(nodes[2].rfind("_c_", 0), 0u) << nodes[2];
+  EXPECT_NE(nodes[2].find("-lease-"), std::string::npos) << nodes[2];
+  EXPECT_EQ(semaphore.token(), static_cast<std::uint64_t>(peek.czxid(leases + "/" + nodes[2]).value_or(-1)));
+  EXPECT_TRUE(peek.children(lock.path + "/locks").empty()) << "the takers' mutex was left held";
+  EXPECT_EQ(semaphore.in_use(), 3);
+
+  // Curator waits for dlock's permit.
+  EXPECT_FALSE(curator_acquire(*java, "try-acquire 200", scaled(10s))) << "Curator took a fourth of three";
+  const auto dlock_token = semaphore.token();
+  semaphore.release();
+  auto third = curator_acquire(*java, "try-acquire 10000", scaled(20s));
+  ASSERT_TRUE(third) << "Curator did not get the permit dlock gave back";
+  EXPECT_GT(static_cast<std::uint64_t>(third->czxid), dlock_token);
+
+  // dlock waits for Curator's.
+  auto waiting = std::async(std::launch::async, [&] { return semaphore.try_acquire_for(scaled(20s)); });
+  EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout) << "dlock took a permit Curator holds";
+  java->write_line("release");
+  ASSERT_EQ(java->read_line(scaled(10s)), "released");
+  EXPECT_TRUE(waiting.get()) << "dlock did not get the permit Curator gave back";
+  EXPECT_GT(semaphore.token(), static_cast<std::uint64_t>(third->czxid));
+  semaphore.release();
+  java->write_line("quit");
+  EXPECT_EQ(java->wait(scaled(10s)), 0);
+  EXPECT_TRUE(peek.children(leases).empty()) << "leases left behind";
+}
+
+// With one permit the layout is Curator's InterProcessSemaphoreMutex: a dlock semaphore of
+// one and that mutex exclude each other.
+TEST(ZooKeeperInterop, OnePermitSemaphoreAndCuratorSemaphoreMutexExcludeEachOther) {
+  TempDir dir;
+  SharedLock lock(dir);
+  auto java = start_curator_semaphore(lock.path, 1);
+  auto client = dlock::connect(lock.dlock_url);
+  auto mutex = client->semaphore(lock.name, 1);
+  {
+    std::unique_lock held(mutex);
+    EXPECT_FALSE(curator_acquire(*java, "try-acquire 200", scaled(10s))) << "both held the semaphore mutex";
+  }
+  ASSERT_TRUE(curator_acquire(*java, "try-acquire 10000", scaled(20s)));
+  EXPECT_FALSE(mutex.try_lock_for(200ms)) << "both held the semaphore mutex";
+  java->write_line("release");
+  ASSERT_EQ(java->read_line(scaled(10s)), "released");
+  EXPECT_TRUE(mutex.try_lock_for(scaled(10s)));
+  mutex.unlock();
+  java->write_line("quit");
+  EXPECT_EQ(java->wait(scaled(10s)), 0);
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 // dlock_test_worker — the other processes of the multi-process tests.
 //
-//   hammer URL NAME COUNT RESOURCE WORK_US [nolock]
+//   hammer URL NAME COUNT RESOURCE WORK_US [nolock|semaphore]
 //       COUNT critical sections: lock, fenced enter, read counter, pause
 //       WORK_US, write counter + 1, leave, unlock. "nolock" skips the lock
-//       (the control run that shows the oracle can see violations).
+//       (the control run that shows the oracle can see violations);
+//       "semaphore" takes a permit of a one-permit Semaphore instead of the Mutex.
 //   hold URL NAME LEASE_MS watchdog|fixed RESOURCE
 //       Locks, prints "acquired <token>", then obeys stdin lines:
 //       "write"  → a fenced write with its token; prints
@@ -24,26 +25,36 @@
 
 namespace {
 
-int hammer(const std::string& url, const std::string& name, int count, const std::string& resource_path,
-           int work_us, bool use_lock) {
+// `lock`: a Mutex or a Semaphore; nullptr for the control run.
+template <class Lock>
+int hammer(Lock* lock, const std::string& resource_path, int count, int work_us) {
   dlock::test::FencedResource resource(resource_path, false);
-  auto client = dlock::connect(url);
-  auto mutex = client->mutex(name);
   const std::int64_t me = ::getpid();
   for (int i = 0; i < count; ++i) {
     std::uint64_t token = 0;
-    if (use_lock) {
-      mutex.lock();
-      token = mutex.token();
+    if (lock) {
+      lock->lock();
+      token = lock->token();
     }
     resource.enter(token, me);
     auto value = resource.read_counter();
     std::this_thread::sleep_for(std::chrono::microseconds(work_us));
     resource.write_counter(value + 1);
     resource.leave(me);
-    if (use_lock) mutex.unlock();
+    if (lock) lock->unlock();
   }
   return 0;
+}
+
+int hammer(const std::string& url, const std::string& name, int count, const std::string& resource_path,
+           int work_us, const std::string& how) {
+  auto client = dlock::connect(url);
+  if (how == "semaphore") {
+    auto semaphore = client->semaphore(name, 1);
+    return hammer(&semaphore, resource_path, count, work_us);
+  }
+  auto mutex = client->mutex(name);
+  return hammer(how == "nolock" ? nullptr : &mutex, resource_path, count, work_us);
 }
 
 int hold(const std::string& url, const std::string& name, long lease_ms, const std::string& mode,
@@ -75,8 +86,7 @@ int main(int argc, char** argv) {
   try {
     std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "hammer" && argc >= 7)
-      return hammer(argv[2], argv[3], std::stoi(argv[4]), argv[5], std::stoi(argv[6]),
-                    !(argc > 7 && std::string(argv[7]) == "nolock"));
+      return hammer(argv[2], argv[3], std::stoi(argv[4]), argv[5], std::stoi(argv[6]), argc > 7 ? argv[7] : "");
     if (cmd == "hold" && argc == 7) return hold(argv[2], argv[3], std::stol(argv[4]), argv[5], argv[6]);
     std::cerr << "usage: see the comment at the top of worker.cpp\n";
     return 64;

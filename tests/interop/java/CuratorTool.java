@@ -30,6 +30,14 @@
 //                                           "no-leader"
 //       close                               leaves the election (resigns if leading) → "closed"
 //       quit                                → exits 0 (closing the latch first if started)
+//   CONNECT semaphore PATH PERMITS  an InterProcessSemaphoreV2 with PERMITS leases on PATH
+//     (PERMITS 1 is what InterProcessSemaphoreMutex uses), driven by lines on stdin:
+//     Prints "ready" once the session is connected, then answers each command with one line:
+//       acquire                             blocks until a lease is ours → "acquired NODE CZXID"
+//       try-acquire MS                      → "acquired NODE CZXID" or "timeout"
+//       release                             returns the most recent lease → "released"
+//       quit                                → exits 0 (leases still held are returned first)
+//     NODE is the lease's znode under PATH/leases (_c_<uuid>-lease-0000000003).
 //   contend CONNECT PATH ITERATIONS COUNTER_FILE [INTERVAL_LOG]
 //     ITERATIONS critical sections with an InterProcessMutex on PATH; in each, a non-atomic
 //     read of the integer in COUNTER_FILE → sleep --work-us → write of the integer + 1, so
@@ -104,6 +112,8 @@ import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.shared.SharedCount;
 import org.apache.curator.framework.recipes.shared.VersionedValue;
 import org.apache.curator.retry.ExponentialBackoffRetry;
@@ -452,6 +462,46 @@ public final class CuratorTool {
       out.flush();
     }
     if (latch != null) latch.close();
+    client.close();
+    return 0;
+  }
+
+  // ------------------------------------------------------------------ semaphore
+
+  static int semaphore(Options o) throws Exception {
+    if (o.positional.size() != 4) throw new UsageError("semaphore takes CONNECT semaphore PATH PERMITS");
+    String where = o.arg(0, "CONNECT");
+    String path = o.arg(2, "PATH");
+    int permits = Integer.parseInt(o.arg(3, "PERMITS"));
+    StdinLines lines = new StdinLines();
+    CuratorFramework client = connect(where, o);
+    InterProcessSemaphoreV2 semaphore = new InterProcessSemaphoreV2(client, path, permits);
+    Deque<Lease> held = new ArrayDeque<>();
+    out.println("ready");
+    out.flush();
+    String[] w;
+    while ((w = nextCommand(lines)) != null) {
+      if (w[0].equals("release") && !held.isEmpty()) {
+        semaphore.returnLease(held.pop());
+        out.println("released");
+      } else if (w[0].equals("acquire") || (w[0].equals("try-acquire") && w.length == 2)) {
+        lines.beginBlocking();
+        Lease lease = w.length == 2 ? semaphore.acquire(Math.max(0, Long.parseLong(w[1])), TimeUnit.MILLISECONDS)
+                                    : semaphore.acquire();
+        lines.endBlocking();
+        if (lease == null) {
+          out.println("timeout");
+        } else {
+          held.push(lease);
+          Stat stat = client.checkExists().forPath(path + "/leases/" + lease.getNodeName());
+          out.println("acquired " + lease.getNodeName() + " " + (stat == null ? -1 : stat.getCzxid()));
+        }
+      } else {
+        throw new UsageError("unknown or out-of-order command for semaphore: " + String.join(" ", w));
+      }
+      out.flush();
+    }
+    while (!held.isEmpty()) semaphore.returnLease(held.pop());
     client.close();
     return 0;
   }
@@ -818,11 +868,13 @@ public final class CuratorTool {
       } else if (first.equals("bench-worker")) {
         status = benchWorker(o);
       } else {
-        String mode = o.arg(1, "mutex, rwlock, count or latch");
+        String mode = o.arg(1, "mutex, rwlock, count, latch or semaphore");
         if (mode.equals("count")) {
           status = count(o);
         } else if (mode.equals("latch")) {
           status = latch(o);
+        } else if (mode.equals("semaphore")) {
+          status = semaphore(o);
         } else {
           if (!mode.equals("mutex") && !mode.equals("rwlock")) throw new UsageError("unknown mode " + mode);
           status = interactive(mode, o);
