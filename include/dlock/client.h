@@ -17,6 +17,7 @@
 #include <dlock/counter.h>
 #include <dlock/latch.h>
 #include <dlock/election.h>
+#include <dlock/multi_lock.h>
 #include <dlock/mutex.h>
 #include <dlock/semaphore.h>
 #include <dlock/shared_mutex.h>
@@ -75,6 +76,11 @@ class Client {
   // A handle on the lock `name`. Checks the name and options (throws
   // invalid_argument); makes no remote call.
   Mutex mutex(std::string name, MutexOptions options = {});
+
+  // A handle on the locks `names` taken as one (see multi_lock.h): each is
+  // mutex(name, options). Throws invalid_argument for no names, a name
+  // listed twice, or a bad name or options. No remote call.
+  MultiLock multi_lock(std::vector<std::string> names, MutexOptions options = {});
 
   // A handle on the read-write lock `name` (not the same lock as mutex(name)).
   // Throws invalid_argument for a bad name or options, unsupported if the

@@ -6,6 +6,7 @@
 #include "core/semaphore_driver.h"
 #include "core/validate.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace dlock {
@@ -29,6 +30,16 @@ void check(detail::ClientState& state, const std::string& name, const MutexOptio
 Mutex Client::mutex(std::string name, MutexOptions options) {
   check(*state_, name, options);
   return Mutex(state_, std::move(name), options);
+}
+
+MultiLock Client::multi_lock(std::vector<std::string> names, MutexOptions options) {
+  if (names.empty()) throw Error(errc::invalid_argument, "multi_lock: names is empty");
+  std::sort(names.begin(), names.end());
+  if (auto twice = std::adjacent_find(names.begin(), names.end()); twice != names.end())
+    throw Error(errc::invalid_argument, "multi_lock: the name '" + *twice + "' is listed twice");
+  std::vector<Mutex> locks;
+  for (const auto& name : names) locks.push_back(mutex(name, options));
+  return MultiLock(std::move(locks), std::move(names));
 }
 
 SharedMutex Client::shared_mutex(std::string name, MutexOptions options) {
