@@ -87,10 +87,11 @@ class Client {
   // backend has no read-write lock (so far: zk:// only). No remote call.
   SharedMutex shared_mutex(std::string name, MutexOptions options = {});
 
-  // A handle on the shared integer `name` (dlock/counter.h). Throws
-  // unsupported if the backend has none (so far zk:// has), invalid_argument
-  // for a bad name. No remote call.
-  Counter counter(std::string name);
+  // A handle on the shared integer `name` (dlock/counter.h); `width` is
+  // the encoding it is created with if the store has no such counter yet.
+  // Throws unsupported if the backend has none (so far zk:// has),
+  // invalid_argument for a bad name. No remote call.
+  Counter counter(std::string name, CounterWidth width = CounterWidth::int32);
 
   // Opens the latch `name` (dlock/latch.h), creating it with `count` if it
   // does not exist yet. Throws unsupported if the backend has none (so far

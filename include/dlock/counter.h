@@ -7,11 +7,15 @@
 // compare_exchange never fails spuriously (the strong form). A counter that
 // was never written reads as 0.
 //
-// Range: on zk:// the value is Apache Curator's SharedCount encoding, a
-// 4-byte big-endian signed int in the node's data, so Java services using
-// SharedCount on the same path read and change the same value. Values that
-// don't fit in an int32 (a store(), a desired value, or a fetch_add result)
-// are refused with invalid_argument and nothing is changed.
+// Range: on zk:// the node's data is a big-endian signed integer in one of
+// Apache Curator's two encodings, so Java services read and change the
+// same value: 4 bytes (SharedCount's int, the default) or 8 bytes
+// (DistributedAtomicLong's long). A counter keeps the encoding it was
+// created with, whichever handle writes it; the CounterWidth given to
+// Client::counter() only chooses how a missing one is created. On a 4-byte
+// counter, values that don't fit in an int32 (a store(), a desired value,
+// or a fetch_add result) are refused with invalid_argument and nothing is
+// changed.
 //
 // Blocking and errors: each call blocks for at most ClientOptions::op_timeout
 // (under heavy contention fetch_add retries its compare-and-set within
@@ -47,6 +51,12 @@ namespace detail {
 class ClientState;
 }  // namespace detail
 
+// How a counter the store does not have yet is created (zk://).
+enum class CounterWidth {
+  int32,  // 4-byte big-endian int: Apache Curator's SharedCount (the default)
+  int64,  // 8-byte big-endian long: Apache Curator's DistributedAtomicLong
+};
+
 class Counter {
  public:
   Counter(Counter&&) noexcept = default;
@@ -67,10 +77,11 @@ class Counter {
 
  private:
   friend class Client;
-  Counter(std::shared_ptr<detail::ClientState> client, std::string name);
+  Counter(std::shared_ptr<detail::ClientState> client, std::string name, CounterWidth width);
 
   std::shared_ptr<detail::ClientState> client_;
   std::string name_;
+  CounterWidth width_;
 };
 
 }  // namespace dlock

@@ -49,12 +49,12 @@ SharedMutex Client::shared_mutex(std::string name, MutexOptions options) {
   return SharedMutex(state_, std::move(name), options);
 }
 
-Counter Client::counter(std::string name) {
+Counter Client::counter(std::string name, CounterWidth width) {
   if (!state_->backend().counters())
     throw Error(errc::unsupported, "counter: the " + state_->scheme() + " backend has no counter (zk:// has)");
   detail::validate_name(name).throw_if_error();
   state_->backend().validate_name(name).throw_if_error();
-  return Counter(state_, std::move(name));
+  return Counter(state_, std::move(name), width);
 }
 
 Latch Client::latch(std::string name, std::int64_t count) {

@@ -19,8 +19,8 @@ Step step(detail::ClientState& client) {
 
 }  // namespace
 
-Counter::Counter(std::shared_ptr<detail::ClientState> client, std::string name)
-    : client_(std::move(client)), name_(std::move(name)) {}
+Counter::Counter(std::shared_ptr<detail::ClientState> client, std::string name, CounterWidth width)
+    : client_(std::move(client)), name_(std::move(name)), width_(width) {}
 
 std::int64_t Counter::load() {
   auto [driver, deadline] = step(*client_);
@@ -29,17 +29,17 @@ std::int64_t Counter::load() {
 
 void Counter::store(std::int64_t value) {
   auto [driver, deadline] = step(*client_);
-  driver.store(name_, value, deadline).throw_if_error();
+  driver.store(name_, value, width_, deadline).throw_if_error();
 }
 
 std::int64_t Counter::fetch_add(std::int64_t delta) {
   auto [driver, deadline] = step(*client_);
-  return driver.fetch_add(name_, delta, deadline).value();
+  return driver.fetch_add(name_, delta, width_, deadline).value();
 }
 
 bool Counter::compare_exchange(std::int64_t& expected, std::int64_t desired) {
   auto [driver, deadline] = step(*client_);
-  return driver.compare_exchange(name_, expected, desired, deadline).value();
+  return driver.compare_exchange(name_, expected, desired, width_, deadline).value();
 }
 
 }  // namespace dlock

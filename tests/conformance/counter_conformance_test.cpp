@@ -121,6 +121,35 @@ TEST_P(CounterConformance, StoreAndFetchAddSpanTheWholeInt32Range) {
   EXPECT_EQ(counter.load(), 0);
 }
 
+TEST_P(CounterConformance, AnInt64CounterSpansTheWholeInt64Range) {
+  constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t int64_min = std::numeric_limits<std::int64_t>::min();
+  auto a = client(), b = client();
+  auto counter = a->counter(name(), CounterWidth::int64);
+  counter.store(int64_min);
+  EXPECT_EQ(b->counter(name()).load(), int64_min);
+  counter.store(int64_max - 1);
+  EXPECT_EQ(counter.fetch_add(1), int64_max - 1);
+  // The counter keeps its width: a handle that would have made a 4-byte one
+  // reads and writes all 64 bits of it.
+  auto narrow = b->counter(name(), CounterWidth::int32);
+  EXPECT_EQ(narrow.load(), int64_max);
+  EXPECT_EQ(thrown([&] { (void)narrow.fetch_add(1); }), errc::invalid_argument) << "64-bit overflow";
+  std::int64_t expected = int64_max;
+  EXPECT_TRUE(narrow.compare_exchange(expected, std::int64_t{5'000'000'000}));
+  EXPECT_EQ(counter.fetch_add(-5'000'000'000), 5'000'000'000);
+  EXPECT_EQ(counter.load(), 0);
+}
+
+TEST_P(CounterConformance, AnInt32CounterStaysInt32WhateverTheHandle) {
+  auto a = client();
+  a->counter(name(), CounterWidth::int32).store(7);
+  auto wide = a->counter(name(), CounterWidth::int64);
+  EXPECT_EQ(thrown([&] { wide.store(int32_max + 1); }), errc::invalid_argument);
+  EXPECT_EQ(wide.fetch_add(1), 7);
+  EXPECT_EQ(a->counter(name()).load(), 8);
+}
+
 TEST_P(CounterConformance, ValuesBeyondInt32AreRefusedAndChangeNothing) {
   auto counter = client()->counter(name());
   counter.store(5);

@@ -812,6 +812,28 @@ TEST(ZooKeeperInterop, CounterAndCuratorSharedCountShareOneValue) {
   EXPECT_EQ(curator_count({}), "count -122455");
 }
 
+// A counter made with CounterWidth::int64 is Curator's DistributedAtomicLong: 8 bytes, the
+// whole int64 range, both ways.
+TEST(ZooKeeperInterop, Int64CounterAndCuratorDistributedAtomicLongShareOneValue) {
+  TempDir dir;
+  SharedLock node(dir);
+  auto client = dlock::connect(node.dlock_url);
+  auto counter = client->counter(node.name, CounterWidth::int64);
+  auto curator_long = [&](std::vector<std::string> delta) {
+    std::vector<std::string> args{server_url("zookeeper"), "atomic-long", node.path};
+    args.insert(args.end(), delta.begin(), delta.end());
+    ChildProcess java(curator_tool_command(args));
+    auto line = java.read_line(scaled(30s));
+    EXPECT_EQ(java.wait(scaled(10s)), 0);
+    return line.value_or("(no answer)");
+  };
+  counter.store(-5'000'000'000);
+  EXPECT_EQ(curator_long({}), "long -5000000000");
+  EXPECT_EQ(curator_long({"10000000000"}), "long 5000000000");
+  EXPECT_EQ(counter.fetch_add(1), 5'000'000'000);
+  EXPECT_EQ(curator_long({}), "long 5000000001");
+}
+
 // dlock's Election and Curator's LeaderLatch on one path are one election: each sees the
 // other's participant id as leader, each waits while the other leads, and a resign (or
 // close) hands over across the two libraries.

@@ -24,25 +24,35 @@ Status contended(std::string_view step) {
                                        "(heavy contention); retry");
 }
 
-Result<std::string> encode_count(std::int64_t value, std::string_view what) {
-  if (value < std::numeric_limits<std::int32_t>::min() || value > std::numeric_limits<std::int32_t>::max())
+Result<std::string> encode_count(std::int64_t value, const CountNode& seen, CounterWidth missing,
+                                 std::string_view what) {
+  const int width = seen.width ? seen.width : (missing == CounterWidth::int64 ? 8 : 4);
+  if (width == 4 &&
+      (value < std::numeric_limits<std::int32_t>::min() || value > std::numeric_limits<std::int32_t>::max()))
     return Status(errc::invalid_argument,
                   std::string(what) + " " + std::to_string(value) +
-                      " does not fit in 32 bits: zk:// stores counts as Apache Curator's SharedCount does (a "
-                      "4-byte int), so Java clients read the same value");
-  const auto bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(value));
-  return std::string{static_cast<char>(bits >> 24), static_cast<char>(bits >> 16), static_cast<char>(bits >> 8),
-                     static_cast<char>(bits)};
+                      " does not fit in 32 bits: this counter is stored as Apache Curator's SharedCount does (a "
+                      "4-byte int), so Java clients read the same value; a counter created with "
+                      "CounterWidth::int64 holds 64 bits");
+  auto bits = static_cast<std::uint64_t>(value);
+  std::string bytes(static_cast<std::size_t>(width), '\0');
+  for (int i = width - 1; i >= 0; --i, bits >>= 8) bytes[static_cast<std::size_t>(i)] = static_cast<char>(bits & 0xff);
+  return bytes;
 }
 
-Result<std::int64_t> decode_count(const std::string& data, std::string_view path) {
-  if (data.empty()) return std::int64_t{0};
-  if (data.size() != 4)
-    return Status(errc::invalid_argument, "zookeeper: " + std::string(path) + " holds " + std::to_string(data.size()) +
-                                              " bytes, not a count (a 4-byte big-endian int, Curator's SharedCount)");
-  std::uint32_t bits = 0;
+Result<CountNode> decode_count(const std::string& data, std::string_view path) {
+  if (data.empty()) return CountNode{};
+  if (data.size() != 4 && data.size() != 8)
+    return Status(errc::invalid_argument,
+                  "zookeeper: " + std::string(path) + " holds " + std::to_string(data.size()) +
+                      " bytes, not a count (a 4-byte big-endian int as Curator's SharedCount, or an 8-byte long as "
+                      "its DistributedAtomicLong)");
+  std::uint64_t bits = 0;
   for (char c : data) bits = (bits << 8) | static_cast<unsigned char>(c);
-  return std::int64_t{static_cast<std::int32_t>(bits)};
+  CountNode out;
+  out.width = static_cast<int>(data.size());
+  out.value = out.width == 4 ? std::int64_t{static_cast<std::int32_t>(bits)} : static_cast<std::int64_t>(bits);
+  return out;
 }
 
 Result<CountNode> read_count(Session& session, const std::string& path, steady::time_point deadline,
@@ -51,9 +61,10 @@ Result<CountNode> read_count(Session& session, const std::string& path, steady::
   if (!call->wait_until(deadline)) return no_reply(step);
   if (call->rc == ZNONODE) return CountNode{};
   if (call->rc != ZOK) return to_status(call->rc, step, path);
-  auto value = decode_count(call->data, path);
-  if (!value) return value.status();
-  return CountNode{*value, call->stat.version};
+  auto node = decode_count(call->data, path);
+  if (!node) return node.status();
+  node->version = call->stat.version;
+  return node;
 }
 
 Result<bool> write_count(Session& session, const std::string& path, const CountNode& seen, const std::string& bytes,
@@ -85,30 +96,35 @@ Result<std::int64_t> Counters::load(const std::string& name, steady::time_point 
   return node->value;
 }
 
-Status Counters::store(const std::string& name, std::int64_t value, steady::time_point deadline) {
+Status Counters::store(const std::string& name, std::int64_t value, CounterWidth width,
+                       steady::time_point deadline) {
   const std::string step = "storing counter '" + name + "'";
-  auto bytes = encode_count(value, "store: value");
-  if (!bytes) return bytes.status();
   const std::string path = lock_path(session_.config(), name);
   while (steady::now() < deadline) {
-    // Overwrite whatever is there; if there is nothing, create it.
-    for (CountNode any : {CountNode{0, -1}, CountNode{}}) {
-      auto written = write_count(session_, path, any, *bytes, deadline, step);
-      if (!written) return written.status();
-      if (*written) return {};
-    }
+    // Read first: the value is written in the width the counter has.
+    auto node = read_count(session_, path, deadline, step);
+    if (!node) return node.status();
+    auto bytes = encode_count(value, *node, width, "store: value");
+    if (!bytes) return bytes.status();
+    auto written = write_count(session_, path, *node, *bytes, deadline, step);
+    if (!written) return written.status();
+    if (*written) return {};
   }
   return contended(step);
 }
 
-Result<std::int64_t> Counters::fetch_add(const std::string& name, std::int64_t delta, steady::time_point deadline) {
+Result<std::int64_t> Counters::fetch_add(const std::string& name, std::int64_t delta, CounterWidth width,
+                                         steady::time_point deadline) {
   const std::string step = "adding to counter '" + name + "'";
   const std::string path = lock_path(session_.config(), name);
   while (steady::now() < deadline) {
     auto node = read_count(session_, path, deadline, step);
     if (!node) return node.status();
     auto sum = checked_add(node->value, delta);
-    auto bytes = encode_count(sum.value_or(std::numeric_limits<std::int64_t>::max()), "fetch_add: the result");
+    if (!sum)
+      return Status(errc::invalid_argument, "fetch_add on counter '" + name + "': " + std::to_string(node->value) +
+                                                " + " + std::to_string(delta) + " overflows 64 bits");
+    auto bytes = encode_count(*sum, *node, width, "fetch_add: the result");
     if (!bytes) return bytes.status();
     auto written = write_count(session_, path, *node, *bytes, deadline, step);
     if (!written) return written.status();
@@ -118,10 +134,8 @@ Result<std::int64_t> Counters::fetch_add(const std::string& name, std::int64_t d
 }
 
 Result<bool> Counters::compare_exchange(const std::string& name, std::int64_t& expected, std::int64_t desired,
-                                        steady::time_point deadline) {
+                                        CounterWidth width, steady::time_point deadline) {
   const std::string step = "compare_exchange on counter '" + name + "'";
-  auto bytes = encode_count(desired, "compare_exchange: desired");
-  if (!bytes) return bytes.status();
   const std::string path = lock_path(session_.config(), name);
   while (steady::now() < deadline) {
     auto node = read_count(session_, path, deadline, step);
@@ -130,6 +144,8 @@ Result<bool> Counters::compare_exchange(const std::string& name, std::int64_t& e
       expected = node->value;
       return false;
     }
+    auto bytes = encode_count(desired, *node, width, "compare_exchange: desired");
+    if (!bytes) return bytes.status();
     // A lost race is not a failure yet: the value may still be `expected`.
     auto written = write_count(session_, path, *node, *bytes, deadline, step);
     if (!written) return written.status();

@@ -11,7 +11,7 @@ Result<LatchRead> Latches::read(const std::string& name, std::int64_t initial, b
   const std::string step = "reading latch '" + name + "'";
   // Refused even when the latch exists (and this count would go unused): the same call
   // must not succeed or fail depending on who came first.
-  auto initial_bytes = encode_count(initial, "latch count");
+  auto initial_bytes = encode_count(initial, CountNode{}, CounterWidth::int32, "latch count");
   if (!initial_bytes) return initial_bytes.status();
   const std::string path = lock_path(session_.config(), name);
   while (steady::now() < deadline) {
@@ -37,7 +37,7 @@ Result<LatchRead> Latches::read(const std::string& name, std::int64_t initial, b
 Result<std::int64_t> Latches::count_down(const std::string& name, std::int64_t initial, std::int64_t n,
                                          steady::time_point deadline) {
   const std::string step = "counting down latch '" + name + "'";
-  auto initial_bytes = encode_count(initial, "latch count");
+  auto initial_bytes = encode_count(initial, CountNode{}, CounterWidth::int32, "latch count");
   if (!initial_bytes) return initial_bytes.status();
   const std::string path = lock_path(session_.config(), name);
   while (steady::now() < deadline) {
@@ -50,7 +50,7 @@ Result<std::int64_t> Latches::count_down(const std::string& name, std::int64_t i
     }
     const std::int64_t after = std::max<std::int64_t>(0, node->value - n);
     if (after == node->value) return after;  // already 0, or n == 0: nothing to write
-    auto after_bytes = encode_count(after, "latch count");
+    auto after_bytes = encode_count(after, *node, CounterWidth::int32, "latch count");
     if (!after_bytes) return after_bytes.status();
     auto written = write_count(session_, path, *node, *after_bytes, deadline, step);
     if (!written) return written.status();

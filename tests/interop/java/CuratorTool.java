@@ -52,6 +52,9 @@
 //   CONNECT count PATH [DELTA]
 //     A SharedCount on PATH (seed 0): adds DELTA if given (trySetCount until it wins), then
 //     prints "count V" (the value it read, or set) and exits 0.
+//   CONNECT atomic-long PATH [DELTA]
+//     A DistributedAtomicLong on PATH: adds DELTA if given, then prints "long V" (the value
+//     after) and exits 0; exits 75 if the add did not succeed within its retries.
 //   bench CONNECT PATH SECONDS uncontended|contended
 //     Curator's InterProcessMutex as a peer for `dlock bench`: P worker JVMs (--processes,
 //     contended default 4, uncontended 1), each its own session, lock + unlock on PATH for
@@ -108,6 +111,8 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.atomic.AtomicValue;
+import org.apache.curator.framework.recipes.atomic.DistributedAtomicLong;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
@@ -117,6 +122,7 @@ import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.shared.SharedCount;
 import org.apache.curator.framework.recipes.shared.VersionedValue;
 import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.curator.retry.RetryNTimes;
 import org.apache.zookeeper.data.Stat;
 
 public final class CuratorTool {
@@ -341,6 +347,20 @@ public final class CuratorTool {
       while (delta != 0 && !shared.trySetCount(seen, seen.getValue() + delta)) seen = shared.getVersionedValue();
       out.println("count " + (seen.getValue() + delta));
     }
+    return 0;
+  }
+
+  static int atomicLong(Options o) throws Exception {
+    String where = o.arg(0, "CONNECT");
+    String path = o.arg(2, "PATH");
+    if (o.positional.size() > 4) throw new UsageError("atomic-long takes CONNECT atomic-long PATH [DELTA]");
+    long delta = o.positional.size() == 4 ? Long.parseLong(o.arg(3, "DELTA")) : 0;
+    CuratorFramework client = connect(where, o);
+    DistributedAtomicLong value = new DistributedAtomicLong(client, path, new RetryNTimes(20, 10));
+    AtomicValue<Long> result = delta != 0 ? value.add(delta) : value.get();
+    if (!result.succeeded()) return 75;
+    out.println("long " + result.postValue());
+    client.close();
     return 0;
   }
 
@@ -868,11 +888,13 @@ public final class CuratorTool {
       } else if (first.equals("bench-worker")) {
         status = benchWorker(o);
       } else {
-        String mode = o.arg(1, "mutex, rwlock, count, latch or semaphore");
+        String mode = o.arg(1, "mutex, rwlock, count, atomic-long, latch or semaphore");
         if (mode.equals("count")) {
           status = count(o);
         } else if (mode.equals("latch")) {
           status = latch(o);
+        } else if (mode.equals("atomic-long")) {
+          status = atomicLong(o);
         } else if (mode.equals("semaphore")) {
           status = semaphore(o);
         } else {
