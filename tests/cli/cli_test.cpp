@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -241,6 +243,10 @@ TEST_F(Cli, ElectIsRefusedWhereThereAreNoElections) {
   EXPECT_EQ(dlock(run_args("leader", {"--elect"}, {"/bin/true"})).first, 64);
 }
 
+TEST_F(Cli, PermitsAreRefusedWhereThereAreNoSemaphores) {
+  EXPECT_EQ(dlock(run_args("crawl", {"--permits", "2"}, {"/bin/true"})).first, 64);
+}
+
 #ifdef DLOCK_WITH_ZOOKEEPER
 // Candidates that run CMD only while they lead: never two CMDs at once, and
 // every one runs (each resigns when its CMD ends).
@@ -263,6 +269,27 @@ TEST_F(Cli, ElectedRunsNeverOverlap) {
   in >> value;
   EXPECT_EQ(value, 6) << "elected runs lost updates";
   EXPECT_FALSE(std::ifstream(overlaps).good()) << "two elected commands ran at once";
+}
+
+// --permits 2: never more than two commands at once, and two do run at
+// once; every one runs.
+TEST_F(Cli, PermittedRunsNeverExceedTheirPermits) {
+  const std::string backend = server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
+  const std::string inside = dir_.path() + "/inside", seen = dir_.path() + "/seen";
+  ASSERT_EQ(::mkdir(inside.c_str(), 0700), 0);
+  // Each run marks itself inside, counts who is, stays a while, leaves.
+  const std::string script = "touch " + inside + "/$$; ls " + inside + " | wc -l >> " + seen + "; sleep 0.3; rm " +
+                             inside + "/$$";
+  std::vector<std::unique_ptr<ChildProcess>> runs;
+  for (int i = 0; i < 6; ++i)
+    runs.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+        DLOCK_TOOL, "run", "--backend", backend, "--permits", "2", "jobs/crawl", "--", "/bin/sh", "-c", script}));
+  for (auto& r : runs) EXPECT_EQ(r->wait(scaled(60s)), std::optional<int>(0));
+  std::ifstream in(seen);
+  std::vector<int> counts;
+  for (int n; in >> n;) counts.push_back(n);
+  ASSERT_EQ(counts.size(), 6u) << "not every run ran";
+  EXPECT_EQ(*std::max_element(counts.begin(), counts.end()), 2) << "more than 2 at once, or never 2";
 }
 
 // Observers see the running leader's --id; a killed leader's place is free

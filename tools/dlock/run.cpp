@@ -12,6 +12,9 @@
 // same exclusion as a lock (on zk:// the same queue of ephemeral sequential
 // nodes), but in Curator LeaderLatch's layout, with --id as the leader id
 // observers read, so a Java LeaderLatch on the same path takes part.
+//
+// --permits N runs CMD holding one of N permits of the semaphore NAME
+// instead: at most N such commands run at once, fleet-wide.
 #include "commands.h"
 
 #include <dlock/dlock.h>
@@ -44,32 +47,55 @@ struct RunArgs {
   std::vector<std::string> command;
   bool elect = false;
   std::string id;
+  long permits = 0;  // > 0: a permit of a semaphore instead of the lock
 };
 
-// What CMD runs under: a lock held, or (--elect) leadership of an election.
+// What CMD runs under: a lock held, leadership of an election (--elect), or
+// a semaphore's permit (--permits).
 class Claim {
  public:
   Claim(Client& client, const RunArgs& args, std::chrono::milliseconds lease) {
+    if (args.elect && args.permits)
+      throw Error(errc::invalid_argument, "--elect and --permits: choose one (leadership or a permit)");
+    if (args.permits < 0)
+      throw Error(errc::invalid_argument, "--permits: must be >= 1, not " + std::to_string(args.permits));
     if (args.elect) {
       election_.emplace(client.election(args.name));
       id_ = args.id.empty() ? default_id() : args.id;
+    } else if (args.permits) {
+      semaphore_.emplace(client.semaphore(args.name, args.permits));
     } else {
       mutex_.emplace(client.mutex(args.name, {.lease = lease}));
     }
   }
 
   bool take_until(std::chrono::steady_clock::time_point deadline) {
+    if (semaphore_) return semaphore_->try_acquire_until(deadline);
     return mutex_ ? mutex_->try_lock_until(deadline) : election_->campaign_until(deadline, id_);
   }
-  std::uint64_t token() const { return mutex_ ? mutex_->token() : election_->token(); }
-  std::stop_token stop_token() const { return mutex_ ? mutex_->stop_token() : election_->stop_token(); }
-  bool lost() const noexcept { return mutex_ ? mutex_->lost() : election_->lost(); }
-  Status give_up() noexcept { return mutex_ ? mutex_->unlock_checked() : election_->resign_checked(); }
-  // For messages: "lock 'x'" or "leadership of 'x'".
-  std::string what() const { return (mutex_ ? "lock '" : "leadership of '") + name() + "'"; }
+  std::uint64_t token() const {
+    if (semaphore_) return semaphore_->token();
+    return mutex_ ? mutex_->token() : election_->token();
+  }
+  std::stop_token stop_token() const {
+    if (semaphore_) return semaphore_->stop_token();
+    return mutex_ ? mutex_->stop_token() : election_->stop_token();
+  }
+  bool lost() const noexcept {
+    if (semaphore_) return semaphore_->lost();
+    return mutex_ ? mutex_->lost() : election_->lost();
+  }
+  Status give_up() noexcept {
+    if (semaphore_) return semaphore_->release_checked();
+    return mutex_ ? mutex_->unlock_checked() : election_->resign_checked();
+  }
+  // For messages: "lock 'x'", "leadership of 'x'" or "a permit of 'x'".
+  std::string what() const {
+    if (semaphore_) return "a permit of '" + semaphore_->name() + "'";
+    return (mutex_ ? "lock '" : "leadership of '") + (mutex_ ? mutex_->name() : election_->name()) + "'";
+  }
 
  private:
-  const std::string& name() const { return mutex_ ? mutex_->name() : election_->name(); }
   // host:pid, what a leader is known by unless --id says otherwise.
   static std::string default_id() {
     char host[HOST_NAME_MAX + 1] = {};
@@ -79,6 +105,7 @@ class Claim {
 
   std::optional<Mutex> mutex_;
   std::optional<Election> election_;
+  std::optional<Semaphore> semaphore_;
   std::string id_;
 };
 
@@ -249,12 +276,15 @@ void add_run(CLI::App& app, int& status) {
   cmd->add_flag("--elect", args->elect,
                "Run only while this process leads the election NAME (zk://: Curator LeaderLatch's layout)");
   cmd->add_option("--id", args->id, "With --elect: the id observers see as leader (default: host:pid)");
+  cmd->add_option("--permits", args->permits,
+                  "Run holding one of N permits of the semaphore NAME: at most N such commands at once "
+                  "(zk://: Curator InterProcessSemaphoreV2's layout)");
   cmd->add_option("name", args->name, "Lock (or election) name")->required();
   cmd->add_option("command", args->command, "Command and its arguments (after --)")->required()->expected(-1);
   cmd->footer(
       "Exit status: the command's; 75 if the lock (or leadership) was not acquired within --wait;\n"
-      "76 if it was lost while the command ran (it was terminated); 64 bad arguments (--elect on a\n"
-      "backend without elections too); 69 store unavailable; 127 command not found.");
+      "76 if it was lost while the command ran (it was terminated); 64 bad arguments (--elect or\n"
+      "--permits on a backend without them too); 69 store unavailable; 127 command not found.");
   cmd->callback([args, &status] { status = run(*args); });
 }
 
