@@ -292,18 +292,25 @@ CallPtr Session::get(const std::string& path, steady::time_point deadline) {
               [path](zhandle_t* zh, CallPtr* data) { return zoo_aget(zh, path.c_str(), 0, on_data, data); });
 }
 
-CallPtr Session::watch(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline) {
-  void* id;
-  {
-    std::lock_guard lk(watch_mu_);
-    if (!signal->id) {
-      signal->id = next_watch_++;
-      watches_[signal->id] = signal;
-    }
-    id = reinterpret_cast<void*>(static_cast<std::uintptr_t>(signal->id));
+void* Session::watch_context(const std::shared_ptr<Signal>& signal) {
+  std::lock_guard lk(watch_mu_);
+  if (!signal->id) {
+    signal->id = next_watch_++;
+    watches_[signal->id] = signal;
   }
-  return call(deadline, [path, id](zhandle_t* zh, CallPtr* data) {
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(signal->id));
+}
+
+CallPtr Session::watch(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline) {
+  return call(deadline, [path, id = watch_context(signal)](zhandle_t* zh, CallPtr* data) {
     return zoo_awget(zh, path.c_str(), &Session::on_watch, id, on_data, data);
+  });
+}
+
+CallPtr Session::watch_exists(const std::string& path, const std::shared_ptr<Signal>& signal,
+                              steady::time_point deadline) {
+  return call(deadline, [path, id = watch_context(signal)](zhandle_t* zh, CallPtr* data) {
+    return zoo_awexists(zh, path.c_str(), &Session::on_watch, id, on_stat, data);
   });
 }
 

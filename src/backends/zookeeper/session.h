@@ -120,6 +120,10 @@ class Session {
   // Reads `path` and leaves a one-shot watch on it that notifies `signal`
   // (no watch is left if the node does not exist: rc ZNONODE).
   CallPtr watch(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline);
+  // Like exists(), and leaves a one-shot watch on `path` that notifies
+  // `signal` when it is created, changed or deleted — also when it does not
+  // exist yet (rc ZNONODE), so its creation can be waited for.
+  CallPtr watch_exists(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline);
   // Reads `path`'s data (Call::data) and stat.
   CallPtr get(const std::string& path, steady::time_point deadline);
   // Replaces `path`'s data if its version is still `version` (ZBADVERSION
@@ -157,6 +161,8 @@ class Session {
   static void on_session_event(zhandle_t* zh, int type, int state, const char* path, void* context);
   static void on_watch(zhandle_t* zh, int type, int state, const char* path, void* context);
   zhandle_t* open_handle(std::uint64_t generation);
+  // The watcher context that routes `signal`'s watches to it (registers it once).
+  void* watch_context(const std::shared_ptr<Signal>& signal);
   friend class Call;
   CallPtr call(steady::time_point deadline, Call::Issue how);
   // Issues `c` on the current handle; on an expired one, waits (until

@@ -92,11 +92,9 @@ std::string basename(const std::string& path) { return path.substr(path.rfind('/
 // "_c_<uuid>-<node name>": Curator's protected-name prefix, unique per
 // create, so a node whose create reply was lost can be found again.
 Result<std::string> node_prefix(LockKind kind) {
-  auto hex = random_client_id();
-  if (!hex) return hex.status();
-  const std::string& h = *hex;
-  return "_c_" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" +
-         h.substr(20, 12) + "-" + std::string(node_name(kind));
+  auto uuid = random_uuid();
+  if (!uuid) return uuid.status();
+  return "_c_" + *uuid + "-" + std::string(node_name(kind));
 }
 
 struct NodeGrant final : GrantState {
