@@ -1,5 +1,6 @@
 #include <dlock/client.h>
 
+#include "core/barrier_driver.h"
 #include "core/client_state.h"
 #include "core/counter_driver.h"
 #include "core/latch_driver.h"
@@ -53,6 +54,17 @@ Latch Client::latch(std::string name, std::int64_t count) {
   // The first client to open it sets its count.
   (void)latches->read(name, count, false, detail::steady::now() + state_->options().op_timeout).value();
   return Latch(state_, std::move(name), count);
+}
+
+Barrier Client::barrier(std::string name, int parties) {
+  if (!state_->backend().barriers())
+    throw Error(errc::unsupported, "barrier: the " + state_->scheme() + " backend has no barrier (zk:// has)");
+  detail::validate_name(name).throw_if_error();
+  state_->backend().validate_name(name).throw_if_error();
+  if (parties < 1)
+    throw Error(errc::invalid_argument,
+                "barrier '" + name + "': parties must be >= 1, not " + std::to_string(parties));
+  return Barrier(state_, std::move(name), parties);
 }
 
 Election Client::election(std::string name) {

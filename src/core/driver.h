@@ -24,6 +24,7 @@
 
 namespace dlock::detail {
 
+class BarrierDriver;  // barrier_driver.h
 class CounterDriver;  // counter_driver.h
 class LatchDriver;    // latch_driver.h
 
@@ -161,6 +162,8 @@ class Backend {
   // Counter and Latch; nullptr where the backend has none.
   virtual CounterDriver* counters() { return nullptr; }
   virtual LatchDriver* latches() { return nullptr; }
+  // Barrier; nullptr where the backend has none.
+  virtual BarrierDriver* barriers() { return nullptr; }
 };
 
 }  // namespace dlock::detail

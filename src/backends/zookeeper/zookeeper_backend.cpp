@@ -32,6 +32,7 @@
 // when the holder itself stops trusting it. Watchdog renewals check that
 // our node still exists (a force-release deletes it). A fixed lease is
 // enforced by this client: at its end the node is deleted.
+#include "backends/zookeeper/barrier.h"
 #include "backends/zookeeper/config.h"
 #include "backends/zookeeper/counter.h"
 #include "backends/zookeeper/latch.h"
@@ -160,6 +161,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   std::optional<milliseconds> session_timeout() const override { return session_.negotiated_timeout(); }
   CounterDriver* counters() override { return &counters_; }
   LatchDriver* latches() override { return &latches_; }
+  BarrierDriver* barriers() override { return &barriers_; }
 
   Status ping() override {
     const auto deadline = steady::now() + session_.config().op_timeout;
@@ -493,6 +495,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Contender>> contenders_;  // (owner, name)
   Counters counters_{session_};
   Latches latches_{session_};
+  Barriers barriers_{session_};
 };
 
 ContenderWaiter::~ContenderWaiter() { backend_.leave(key_, *contender_); }
