@@ -33,6 +33,8 @@ struct BackendUnderTest {
   bool counters = false;
   // Whether it has elections (Client::election).
   bool election = false;
+  // Whether it has the double barrier (Client::barrier).
+  bool barrier = false;
 };
 
 // gtest prints the parameter by its name, not its bytes.
@@ -60,6 +62,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                  false, true, true, false, true});
   all.back().counters = true;
   all.back().election = true;
+  all.back().barrier = true;
 #endif
   return all;
 }
@@ -86,6 +89,17 @@ namespace dlock::test {
 inline std::vector<BackendUnderTest> election_backends_under_test() {
   auto all = backends_under_test();
   std::erase_if(all, [](const BackendUnderTest& b) { return !b.election; });
+  return all;
+}
+
+}  // namespace dlock::test
+
+namespace dlock::test {
+
+// The backends whose `claim` is true, e.g. backends_claiming(&BackendUnderTest::barrier).
+inline std::vector<BackendUnderTest> backends_claiming(bool BackendUnderTest::*claim) {
+  auto all = backends_under_test();
+  std::erase_if(all, [claim](const BackendUnderTest& b) { return !(b.*claim); });
   return all;
 }
 

@@ -3,6 +3,7 @@
 // on every backend that doesn't.
 #include "backends_under_test.h"
 #include "child_process.h"
+#include "thrown.h"
 
 #include <dlock/dlock.h>
 
@@ -35,18 +36,6 @@ class CounterConformance : public ::testing::TestWithParam<BackendUnderTest> {
 
   TempDir dir_;
 };
-
-// Runs `call` and returns the errc it threw (a failure if it threw none).
-template <class F>
-errc thrown(F call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.kind();
-  }
-  ADD_FAILURE() << "no error thrown";
-  return errc{};
-}
 
 // Every backend: those without counters say so, before any remote call.
 class CounterSupport : public CounterConformance {};
