@@ -30,6 +30,14 @@
 //                                           "no-leader"
 //       close                               leaves the election (resigns if leading) → "closed"
 //       quit                                → exits 0 (closing the latch first if started)
+//   CONNECT barrier PATH MEMBERS
+//     One member of a DistributedDoubleBarrier on PATH for MEMBERS members, driven by lines on
+//     stdin. Prints "ready" once the session is connected, then answers each command:
+//       enter | enter MS                    enters; blocks until MEMBERS are in (at most MS)
+//                                           → "entered" or "timeout"
+//       leave | leave MS                    leaves; blocks until every member has left (at
+//                                           most MS) → "left" or "timeout"
+//       quit                                → exits 0
 //   contend CONNECT PATH ITERATIONS COUNTER_FILE [INTERVAL_LOG]
 //     ITERATIONS critical sections with an InterProcessMutex on PATH; in each, a non-atomic
 //     read of the integer in COUNTER_FILE → sleep --work-us → write of the integer + 1, so
@@ -100,6 +108,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
@@ -452,6 +461,45 @@ public final class CuratorTool {
       out.flush();
     }
     if (latch != null) latch.close();
+    client.close();
+    return 0;
+  }
+
+  // ------------------------------------------------------------------ barrier
+
+  static int barrier(Options o) throws Exception {
+    if (o.positional.size() != 4) throw new UsageError("barrier takes CONNECT barrier PATH MEMBERS");
+    String where = o.arg(0, "CONNECT");
+    String path = o.arg(2, "PATH");
+    int members = (int) o.argNumber(3, "MEMBERS", 1, Integer.MAX_VALUE);
+    StdinLines lines = new StdinLines();
+    CuratorFramework client = connect(where, o);
+    DistributedDoubleBarrier barrier = new DistributedDoubleBarrier(client, path, members);
+    out.println("ready");
+    out.flush();
+    String[] w;
+    while ((w = nextCommand(lines)) != null) {
+      boolean enter = w[0].equals("enter");
+      if ((!enter && !w[0].equals("leave")) || w.length > 2) {
+        throw new UsageError("unknown command for barrier: " + String.join(" ", w));
+      }
+      lines.beginBlocking();
+      boolean done;
+      if (w.length == 2) {
+        long ms = Math.max(0, Long.parseLong(w[1]));
+        done = enter ? barrier.enter(ms, TimeUnit.MILLISECONDS) : barrier.leave(ms, TimeUnit.MILLISECONDS);
+      } else {
+        if (enter) {
+          barrier.enter();
+        } else {
+          barrier.leave();
+        }
+        done = true;
+      }
+      lines.endBlocking();
+      out.println(done ? (enter ? "entered" : "left") : "timeout");
+      out.flush();
+    }
     client.close();
     return 0;
   }
@@ -823,6 +871,8 @@ public final class CuratorTool {
           status = count(o);
         } else if (mode.equals("latch")) {
           status = latch(o);
+        } else if (mode.equals("barrier")) {
+          status = barrier(o);
         } else {
           if (!mode.equals("mutex") && !mode.equals("rwlock")) throw new UsageError("unknown mode " + mode);
           status = interactive(mode, o);
