@@ -35,10 +35,10 @@
 // member leave.
 //
 // Errors: Error with unavailable if the store did not answer within
-// op_timeout (an arrive_and_wait that failed so has taken the member out
-// again, or will as soon as the store answers); lock_lost if the member's
-// entry vanished while it waited to enter (its session expired): it is out,
-// arrive again. Misuse is refused before any remote call and changes
+// op_timeout or the connection dropped while the member waited; lock_lost
+// if the member's entry vanished while it waited to enter (its session
+// expired). Either way a call that failed has taken the member out (its
+// entry is removed now, or as soon as the store answers): arrive again. Misuse is refused before any remote call and changes
 // nothing: Client::barrier() with parties < 1 → invalid_argument;
 // arrive_and_wait() on a handle that is already in (or while another call
 // on it is under way) → invalid_argument; leave() on a handle that is not
