@@ -14,6 +14,7 @@
 // Thread-safety: a Client may be used from any number of threads.
 #pragma once
 
+#include <dlock/barrier.h>
 #include <dlock/counter.h>
 #include <dlock/latch.h>
 #include <dlock/election.h>
@@ -104,6 +105,11 @@ class Client {
   // above 2^31 - 1, unsupported if the backend has no semaphore (so far:
   // zk:// only). No remote call.
   Semaphore semaphore(std::string name, std::ptrdiff_t permits);
+  // A handle on the double barrier `name` for `parties` members
+  // (dlock/barrier.h); each handle is one member. Throws unsupported if the
+  // backend has none (so far zk:// has), invalid_argument for a bad name or
+  // parties < 1. No remote call.
+  Barrier barrier(std::string name, int parties);
 
   // A handle on the election `name` (see election.h). Throws
   // invalid_argument for a bad name, unsupported if the backend has no

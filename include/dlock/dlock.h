@@ -1,6 +1,7 @@
 // dlock/dlock.h — everything a user needs: connect(), Client, Mutex, SharedMutex, Election, options, errors.
 #pragma once
 
+#include <dlock/barrier.h>
 #include <dlock/client.h>
 #include <dlock/counter.h>
 #include <dlock/election.h>

@@ -1,5 +1,6 @@
 #include <dlock/client.h>
 
+#include "core/barrier_driver.h"
 #include "core/client_state.h"
 #include "core/counter_driver.h"
 #include "core/latch_driver.h"
@@ -78,6 +79,17 @@ Semaphore Client::semaphore(std::string name, std::ptrdiff_t permits) {
     throw Error(errc::invalid_argument, "semaphore '" + name + "': permits must be between 1 and 2147483647, not " +
                                             std::to_string(permits));
   return Semaphore(state_, std::move(name), permits);
+}
+
+Barrier Client::barrier(std::string name, int parties) {
+  if (!state_->backend().barriers())
+    throw Error(errc::unsupported, "barrier: the " + state_->scheme() + " backend has no barrier (zk:// has)");
+  detail::validate_name(name).throw_if_error();
+  state_->backend().validate_name(name).throw_if_error();
+  if (parties < 1)
+    throw Error(errc::invalid_argument,
+                "barrier '" + name + "': parties must be >= 1, not " + std::to_string(parties));
+  return Barrier(state_, std::move(name), parties);
 }
 
 Election Client::election(std::string name) {

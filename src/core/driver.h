@@ -24,6 +24,7 @@
 
 namespace dlock::detail {
 
+class BarrierDriver;  // barrier_driver.h
 class CounterDriver;  // counter_driver.h
 class LatchDriver;    // latch_driver.h
 class SemaphoreDriver;  // semaphore_driver.h
@@ -164,6 +165,8 @@ class Backend {
   virtual LatchDriver* latches() { return nullptr; }
   // Semaphore; nullptr where the backend has none.
   virtual SemaphoreDriver* semaphores() { return nullptr; }
+  // Barrier; nullptr where the backend has none.
+  virtual BarrierDriver* barriers() { return nullptr; }
 };
 
 }  // namespace dlock::detail

@@ -2,19 +2,14 @@
 
 #include "core/client_state.h"
 #include "core/latch_driver.h"
+#include "core/notified_wait.h"
 
-#include <algorithm>
 #include <string>
-#include <thread>
 
 namespace dlock {
 namespace {
 
 using detail::steady;
-
-// The longest a waiter trusts a notification alone before reading again
-// (a safety net: a lost watch costs at most this much delay).
-constexpr std::chrono::milliseconds reread_interval{500};
 
 detail::LatchDriver& driver(detail::ClientState& client) {
   // Client::latch() handed this handle out only if the backend has latches.
@@ -49,24 +44,14 @@ void Latch::arrive_and_wait(std::int64_t n) {
 }
 
 bool Latch::wait_until_steady(steady::time_point deadline) {
-  // A notification armed on the store and not yet fired: the safety re-read
-  // doesn't arm another one (each would stay registered until the count changes).
-  std::unique_ptr<detail::Waiter> change;
-  for (;;) {
-    // Reading and arming are one step, so a change in between is not missed.
-    auto read = driver(*client_).read(name_, count_, !change, op_deadline(*client_)).value();
-    if (read.remaining == 0) return true;
-    if (read.change) change = std::move(read.change);
-    const auto now = steady::now();
-    if (now >= deadline) return false;
-    const auto until = std::min(deadline, now + reread_interval);
-    if (!change) {
-      std::this_thread::sleep_until(until);
-      continue;
-    }
-    change->wait_until(until).throw_if_error();
-    if (steady::now() < until) change.reset();  // it fired (or the session changed): arm anew
-  }
+  struct Checked {
+    bool done;
+    std::unique_ptr<detail::Waiter> change;
+  };
+  return detail::wait_until_done(deadline, [&](bool watch) {
+    auto read = driver(*client_).read(name_, count_, watch, op_deadline(*client_)).value();
+    return Checked{read.remaining == 0, std::move(read.change)};
+  });
 }
 
 }  // namespace dlock

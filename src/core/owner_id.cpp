@@ -28,6 +28,13 @@ Result<std::string> random_client_id() {
   return id;
 }
 
+Result<std::string> random_uuid() {
+  auto hex = random_client_id();
+  if (!hex) return hex;
+  const std::string& h = *hex;
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" + h.substr(20, 12);
+}
+
 std::uint64_t thread_ordinal() noexcept {
   static std::atomic<std::uint64_t> next{1};
   thread_local const std::uint64_t mine = next.fetch_add(1, std::memory_order_relaxed);

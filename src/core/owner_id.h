@@ -12,6 +12,11 @@ namespace dlock::detail {
 // other client can release or renew our locks by forging the owner.
 Result<std::string> random_client_id();
 
+// 128 random bits (as random_client_id) in a UUID's text form,
+// 8-4-4-4-12 lower-case hex digits — the form java.util.UUID prints, which
+// Curator's recipes use in node names.
+Result<std::string> random_uuid();
+
 // A small number unique to the calling thread within this process, stable
 // for the thread's life (never reused while the process runs).
 std::uint64_t thread_ordinal() noexcept;

@@ -35,6 +35,8 @@ struct BackendUnderTest {
   bool election = false;
   // Whether it has Semaphore (Client::semaphore).
   bool semaphore = false;
+  // Whether it has the double barrier (Client::barrier).
+  bool barrier = false;
 };
 
 // gtest prints the parameter by its name, not its bytes.
@@ -63,6 +65,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().counters = true;
   all.back().election = true;
   all.back().semaphore = true;
+  all.back().barrier = true;
 #endif
   return all;
 }
@@ -71,13 +74,6 @@ inline std::vector<BackendUnderTest> backends_under_test() {
 inline std::vector<BackendUnderTest> shared_backends_under_test() {
   auto all = backends_under_test();
   std::erase_if(all, [](const BackendUnderTest& b) { return !b.shared; });
-  return all;
-}
-
-// The backends that claim Semaphore.
-inline std::vector<BackendUnderTest> semaphore_backends_under_test() {
-  auto all = backends_under_test();
-  std::erase_if(all, [](const BackendUnderTest& b) { return !b.semaphore; });
   return all;
 }
 
@@ -96,6 +92,17 @@ namespace dlock::test {
 inline std::vector<BackendUnderTest> election_backends_under_test() {
   auto all = backends_under_test();
   std::erase_if(all, [](const BackendUnderTest& b) { return !b.election; });
+  return all;
+}
+
+}  // namespace dlock::test
+
+namespace dlock::test {
+
+// The backends whose `claim` is true, e.g. backends_claiming(&BackendUnderTest::barrier).
+inline std::vector<BackendUnderTest> backends_claiming(bool BackendUnderTest::*claim) {
+  auto all = backends_under_test();
+  std::erase_if(all, [claim](const BackendUnderTest& b) { return !(b.*claim); });
   return all;
 }
 

@@ -180,7 +180,7 @@ TEST_P(SemaphoreConformance, MisuseIsRefusedAndChangesNothing) {
   EXPECT_EQ(semaphore.in_use(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, SemaphoreConformance, ::testing::ValuesIn(semaphore_backends_under_test()),
+INSTANTIATE_TEST_SUITE_P(Backends, SemaphoreConformance, ::testing::ValuesIn(backends_claiming(&BackendUnderTest::semaphore)),
                          [](const auto& param_info) { return param_info.param.name; });
 
 // Every backend: a semaphore where claimed, errc::unsupported (and no remote

@@ -1,8 +1,9 @@
 // ZooKeeper under faults: a holder cut off from the ensemble, a dropped
 // connection under each lost_on policy, killed holders and waiters (no
 // nodes left behind), a leader killed in a 3-node ensemble, a stopped
-// server, a session timeout the ensemble won't grant, ACLs, and an
-// election's leader cut off or its node deleted. Each test
+// server, a session timeout the ensemble won't grant, ACLs, an
+// election's leader cut off or its node deleted, and a barrier member on a
+// stopped server or whose session expires while it waits. Each test
 // runs its own servers (java children that die with the test) because it
 // kills, pauses or relays them.
 #include "child_process.h"
@@ -18,6 +19,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include <atomic>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -405,6 +407,70 @@ TEST_F(ZooKeeperFault, DeletedLeaderNodeEndsLeadership) {
   EXPECT_FALSE(election.is_leader());
   EXPECT_EQ(election.leader(), std::nullopt);
   EXPECT_EQ(election.resign_checked().code(), errc::lock_lost);
+}
+
+// A barrier member waiting to enter, and one arriving, on a stopped server:
+// unavailable within op_timeout (plus one safety re-read), and neither
+// leaves a member node once the server runs again.
+TEST_F(ZooKeeperFault, BarrierCallsOnAStoppedServerFailWithinTheirTimeoutAndLeaveNoNode) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  auto c = connect(zk.url() + root(), {.op_timeout = 1s});
+  auto waiting = c->barrier("stopped", 2);
+  auto arrival = std::async(std::launch::async, [&] { waiting.arrive_and_wait(); });
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/stopped") == 1; }, 10s));
+  ::kill(zk.pid(0), SIGSTOP);
+  const auto start = steady::now();
+  ASSERT_EQ(arrival.wait_for(scaled(10s)), std::future_status::ready) << "a waiting member hung";
+  try {
+    arrival.get();
+    ADD_FAILURE() << "entered on a stopped server";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), errc::unavailable) << e.what();
+  }
+  EXPECT_LT(steady::now() - start, 1500ms + scaled(1s));
+  EXPECT_FALSE(waiting.entered());
+  auto late = c->barrier("stopped", 2);
+  const auto late_start = steady::now();
+  try {
+    late.arrive_and_wait();
+    ADD_FAILURE() << "entered on a stopped server";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), errc::unavailable) << e.what();
+  }
+  EXPECT_LT(steady::now() - late_start, 1s + scaled(1s));
+  ::kill(zk.pid(0), SIGCONT);
+  EXPECT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/stopped") == 0; }, 10s))
+      << "a failed member's node stayed";
+}
+
+// A member whose session expires while it waits to enter no longer counts:
+// it is told it is out — unavailable if its safety re-read meets the
+// partition, lock_lost if it first looks after the expiry — and can arrive
+// again in its new session.
+TEST_F(ZooKeeperFault, BarrierMemberWhoseSessionExpiresIsToldItIsOut) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  TcpProxy proxy(zk.client_port(0));
+  auto c = connect(via(proxy, "session_timeout=2s"), {.op_timeout = 15s});
+  auto member = c->barrier("expiring", 2);
+  auto arrival = std::async(std::launch::async, [&] { return member.arrive_and_wait_for(scaled(30s)); });
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/expiring") == 1; }, 10s));
+  proxy.black_hole(true);
+  // The ensemble expires the session and deletes its member node.
+  EXPECT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/expiring") == 0; }, 15s));
+  proxy.black_hole(false);
+  ASSERT_EQ(arrival.wait_for(scaled(20s)), std::future_status::ready) << "the member never learnt it was out";
+  try {
+    (void)arrival.get();
+    ADD_FAILURE() << "entered with an expired member node";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.kind() == errc::unavailable || e.kind() == errc::lock_lost) << e.what();
+  }
+  EXPECT_FALSE(member.entered());
+  auto other_client = connect(zk.url() + root());
+  auto other = other_client->barrier("expiring", 2);
+  auto again = std::async(std::launch::async, [&] { return member.arrive_and_wait_for(scaled(20s)); });
+  EXPECT_TRUE(other.arrive_and_wait_for(scaled(20s)));
+  EXPECT_TRUE(again.get());
 }
 
 }  // namespace

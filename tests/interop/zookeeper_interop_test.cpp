@@ -7,7 +7,9 @@
 // SharedCount on one znode read and change the same value. dlock's Election and
 // Curator's LeaderLatch: one election, each library seeing the other's leader. And dlock's
 // Semaphore and Curator's InterProcessSemaphoreV2 (with one permit, its
-// InterProcessSemaphoreMutex): one set of permits, each library waiting for the other's.
+// InterProcessSemaphoreMutex): one set of permits, each library waiting for the other's. And
+// dlock's Barrier and Curator's DistributedDoubleBarrier: one barrier that opens, and empties,
+// only when the members of both libraries together reach the count.
 //
 // Curator runs as CuratorTool child processes (curator_tool.h). The test also opens a plain
 // ZooKeeper session of its own to look at the lock's children, so that it knows a waiter's
@@ -107,6 +109,15 @@ class ZooKeeperPeek {
     if (rc == ZNONODE) return std::nullopt;
     if (rc != ZOK) throw std::runtime_error("exists " + path + ": " + zerror(rc));
     return stat.czxid;
+  }
+
+  // Whether `path` is an ephemeral node; nullopt if it does not exist.
+  std::optional<bool> ephemeral(const std::string& path) {
+    Stat stat{};
+    int rc = zoo_exists(zh_, path.c_str(), 0, &stat);
+    if (rc == ZNONODE) return std::nullopt;
+    if (rc != ZOK) throw std::runtime_error("exists " + path + ": " + zerror(rc));
+    return stat.ephemeralOwner != 0;
   }
 
  private:
@@ -952,6 +963,105 @@ TEST(ZooKeeperInterop, OnePermitSemaphoreAndCuratorSemaphoreMutexExcludeEachOthe
   mutex.unlock();
   java->write_line("quit");
   EXPECT_EQ(java->wait(scaled(10s)), 0);
+}
+
+// ------------------------------------------------------------------ barrier
+
+// A DistributedDoubleBarrier member for `members` members on `path`, in a CuratorTool process,
+// connected.
+std::unique_ptr<ChildProcess> curator_barrier_member(const std::string& path, int members) {
+  auto java = std::make_unique<ChildProcess>(
+      curator_tool_command({server_url("zookeeper"), "barrier", path, std::to_string(members)}));
+  EXPECT_EQ(java->read_line(scaled(30s)), "ready");
+  return java;
+}
+
+bool has_child(const std::vector<std::string>& children, const std::string& name) {
+  return std::find(children.begin(), children.end(), name) != children.end();
+}
+
+// Two Curator and two dlock members. In the first round a dlock member arrives last (its
+// `ready` must wake the Java ones) and leaves last; in the second a Curator member does both.
+TEST(ZooKeeperInterop, DoubleBarrierOfCuratorAndDlockMembersOpensAndEmptiesAtTheTotalCount) {
+  constexpr int parties = 4;
+  for (bool dlock_last : {true, false}) {
+    SCOPED_TRACE(dlock_last ? "a dlock member last" : "a Curator member last");
+    TempDir dir;
+    SharedLock at(dir);  // <root>/lock: the barrier's node
+    ZooKeeperPeek peek(at.dlock_url);
+    auto java_first = curator_barrier_member(at.path, parties);
+    auto java_other = curator_barrier_member(at.path, parties);
+    auto c1 = dlock::connect(at.dlock_url), c2 = dlock::connect(at.dlock_url);
+    auto dlock_first = c1->barrier(at.name, parties), dlock_other = c2->barrier(at.name, parties);
+    auto dlock_enters = [&](Barrier& member) {
+      return std::async(std::launch::async, [&member] { return member.arrive_and_wait_for(scaled(30s)); });
+    };
+    auto dlock_leaves = [&](Barrier& member) {
+      return std::async(std::launch::async, [&member] { return member.leave_for(scaled(30s)); });
+    };
+
+    java_first->write_line("enter");
+    auto first_in = dlock_enters(dlock_first);
+    std::future<bool> other_in;
+    if (dlock_last) java_other->write_line("enter");
+    else other_in = dlock_enters(dlock_other);
+    ASSERT_EQ(peek.wait_children(at.path, 3, scaled(20s)).size(), 3u) << "three members are not in";
+    // Three of four: nobody is through, and the barrier is not open.
+    EXPECT_EQ(java_first->read_line(scaled(500ms)), std::nullopt) << "Curator entered early";
+    EXPECT_EQ(first_in.wait_for(0s), std::future_status::timeout) << "dlock entered early";
+    EXPECT_FALSE(has_child(peek.children(at.path), "ready"));
+
+    if (dlock_last) other_in = dlock_enters(dlock_other);
+    else java_other->write_line("enter");
+    EXPECT_EQ(java_first->read_line(scaled(20s)), "entered");
+    EXPECT_EQ(java_other->read_line(scaled(20s)), "entered");
+    EXPECT_TRUE(first_in.get());
+    EXPECT_TRUE(other_in.get());
+    const auto inside = peek.children(at.path);
+    EXPECT_EQ(inside.size(), 5u);  // four members and `ready`
+    EXPECT_TRUE(has_child(inside, "ready"));
+
+    // Three leave; none of them is through while the fourth is in.
+    java_first->write_line("leave");
+    auto first_out = dlock_leaves(dlock_first);
+    std::future<bool> other_out;
+    if (dlock_last) java_other->write_line("leave");
+    else other_out = dlock_leaves(dlock_other);
+    EXPECT_EQ(java_first->read_line(scaled(500ms)), std::nullopt) << "Curator left early";
+    EXPECT_EQ(first_out.wait_for(0s), std::future_status::timeout) << "dlock left early";
+    if (dlock_last) other_out = dlock_leaves(dlock_other);
+    else java_other->write_line("leave");
+    EXPECT_EQ(java_first->read_line(scaled(20s)), "left");
+    EXPECT_EQ(java_other->read_line(scaled(20s)), "left");
+    EXPECT_TRUE(first_out.get());
+    EXPECT_TRUE(other_out.get());
+    EXPECT_EQ(peek.children(at.path), std::vector<std::string>{}) << "members or `ready` left behind";
+  }
+}
+
+// The layout Curator reads: a member is an ephemeral node named by a UUID, `ready` a
+// persistent one; a timed-out arrival leaves no node, and the last one out leaves nothing.
+TEST(ZooKeeperInterop, BarrierNodesAreCuratorsAndATimedOutArrivalLeavesNone) {
+  TempDir dir;
+  SharedLock at(dir);
+  ZooKeeperPeek peek(at.dlock_url);
+  auto c = dlock::connect(at.dlock_url);
+  auto waits = c->barrier(at.name, 2);
+  EXPECT_FALSE(waits.arrive_and_wait_for(300ms));
+  EXPECT_EQ(peek.children(at.path), std::vector<std::string>{}) << "a timed-out member left its node";
+
+  auto alone = c->barrier(at.name, 1);
+  alone.arrive_and_wait();
+  auto inside = peek.children(at.path);
+  ASSERT_EQ(inside.size(), 2u);
+  ASSERT_TRUE(has_child(inside, "ready"));
+  const std::string member = inside[0] == "ready" ? inside[1] : inside[0];
+  ASSERT_EQ(member.size(), 36u) << member;
+  for (std::size_t i : {8u, 13u, 18u, 23u}) EXPECT_EQ(member[i], '-') << member;
+  EXPECT_EQ(peek.ephemeral(at.path + "/" + member), true);
+  EXPECT_EQ(peek.ephemeral(at.path + "/ready"), false);
+  alone.leave();
+  EXPECT_EQ(peek.children(at.path), std::vector<std::string>{});
 }
 
 }  // namespace

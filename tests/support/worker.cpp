@@ -11,6 +11,11 @@
 //                  "write accepted|rejected lost=0|1"
 //       "unlock" → prints "unlock ok" or "unlock <error code>"
 //       EOF      → exits (without unlocking)
+//   barrier URL NAME PARTIES
+//       One member of a Barrier: prints "arriving", enters (blocks),
+//       prints "entered", then obeys stdin lines:
+//       "leave"  → leaves (blocks) and prints "left"
+//       EOF      → exits (a member still in leaves with its session)
 #include "fenced_resource.h"
 
 #include <dlock/dlock.h>
@@ -80,6 +85,22 @@ int hold(const std::string& url, const std::string& name, long lease_ms, const s
   return 0;
 }
 
+int barrier_member(const std::string& url, const std::string& name, int parties) {
+  auto client = dlock::connect(url);
+  auto barrier = client->barrier(name, parties);
+  std::cout << "arriving" << std::endl;
+  barrier.arrive_and_wait();
+  std::cout << "entered" << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line == "leave") {
+      barrier.leave();
+      std::cout << "left" << std::endl;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,6 +108,7 @@ int main(int argc, char** argv) {
     std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "hammer" && argc >= 7)
       return hammer(argv[2], argv[3], std::stoi(argv[4]), argv[5], std::stoi(argv[6]), argc > 7 ? argv[7] : "");
+    if (cmd == "barrier" && argc == 5) return barrier_member(argv[2], argv[3], std::stoi(argv[4]));
     if (cmd == "hold" && argc == 7) return hold(argv[2], argv[3], std::stol(argv[4]), argv[5], argv[6]);
     std::cerr << "usage: see the comment at the top of worker.cpp\n";
     return 64;

@@ -293,7 +293,7 @@ CallPtr Session::get(const std::string& path, steady::time_point deadline) {
               [path](zhandle_t* zh, CallPtr* data) { return zoo_aget(zh, path.c_str(), 0, on_data, data); });
 }
 
-void* Session::watch_id(const std::shared_ptr<Signal>& signal) {
+void* Session::watch_context(const std::shared_ptr<Signal>& signal) {
   std::lock_guard lk(watch_mu_);
   if (!signal->id) {
     signal->id = next_watch_++;
@@ -303,15 +303,22 @@ void* Session::watch_id(const std::shared_ptr<Signal>& signal) {
 }
 
 CallPtr Session::watch(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline) {
-  return call(deadline, [path, id = watch_id(signal)](zhandle_t* zh, CallPtr* data) {
+  return call(deadline, [path, id = watch_context(signal)](zhandle_t* zh, CallPtr* data) {
     return zoo_awget(zh, path.c_str(), &Session::on_watch, id, on_data, data);
   });
 }
 
 CallPtr Session::watch_children(const std::string& path, const std::shared_ptr<Signal>& signal,
                                 steady::time_point deadline) {
-  return call(deadline, [path, id = watch_id(signal)](zhandle_t* zh, CallPtr* data) {
+  return call(deadline, [path, id = watch_context(signal)](zhandle_t* zh, CallPtr* data) {
     return zoo_awget_children(zh, path.c_str(), &Session::on_watch, id, on_strings, data);
+  });
+}
+
+CallPtr Session::watch_exists(const std::string& path, const std::shared_ptr<Signal>& signal,
+                              steady::time_point deadline) {
+  return call(deadline, [path, id = watch_context(signal)](zhandle_t* zh, CallPtr* data) {
+    return zoo_awexists(zh, path.c_str(), &Session::on_watch, id, on_stat, data);
   });
 }
 
@@ -525,11 +532,9 @@ void Session::monitor() {
 }
 
 Result<std::string> protected_prefix(std::string_view node_name) {
-  auto hex = random_client_id();
-  if (!hex) return hex.status();
-  const std::string& h = *hex;
-  return "_c_" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" +
-         h.substr(20, 12) + "-" + std::string(node_name);
+  auto uuid = random_uuid();
+  if (!uuid) return uuid.status();
+  return "_c_" + *uuid + "-" + std::string(node_name);
 }
 
 }  // namespace dlock::detail::zookeeper

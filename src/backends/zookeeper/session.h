@@ -123,6 +123,10 @@ class Session {
   // Lists `path`'s children and leaves a one-shot watch on them that
   // notifies `signal` when a child is added or removed.
   CallPtr watch_children(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline);
+  // Like exists(), and leaves a one-shot watch on `path` that notifies
+  // `signal` when it is created, changed or deleted — also when it does not
+  // exist yet (rc ZNONODE), so its creation can be waited for.
+  CallPtr watch_exists(const std::string& path, const std::shared_ptr<Signal>& signal, steady::time_point deadline);
   // Reads `path`'s data (Call::data) and stat.
   CallPtr get(const std::string& path, steady::time_point deadline);
   // Replaces `path`'s data if its version is still `version` (ZBADVERSION
@@ -165,6 +169,8 @@ class Session {
   static void on_session_event(zhandle_t* zh, int type, int state, const char* path, void* context);
   static void on_watch(zhandle_t* zh, int type, int state, const char* path, void* context);
   zhandle_t* open_handle(std::uint64_t generation);
+  // The watcher context that routes `signal`'s watches to it (registers it once).
+  void* watch_context(const std::shared_ptr<Signal>& signal);
   friend class Call;
   CallPtr call(steady::time_point deadline, Call::Issue how);
   // Issues `c` on the current handle; on an expired one, waits (until
@@ -172,8 +178,6 @@ class Session {
   void start(const CallPtr& c, steady::time_point deadline);
   // After `c` met an expired session: false if no new one by `deadline`.
   bool reissue(const CallPtr& c, steady::time_point deadline);
-  // The id the C client passes back to on_watch for `signal`.
-  void* watch_id(const std::shared_ptr<Signal>& signal);
   void monitor();
   void drop_holds(std::unique_lock<std::mutex>& lk);
   void sweep(std::unique_lock<std::mutex>& lk);

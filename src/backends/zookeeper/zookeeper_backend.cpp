@@ -32,6 +32,7 @@
 // when the holder itself stops trusting it. Watchdog renewals check that
 // our node still exists (a force-release deletes it). A fixed lease is
 // enforced by this client: at its end the node is deleted.
+#include "backends/zookeeper/barrier.h"
 #include "backends/zookeeper/config.h"
 #include "backends/zookeeper/counter.h"
 #include "backends/zookeeper/latch.h"
@@ -155,6 +156,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   CounterDriver* counters() override { return &counters_; }
   LatchDriver* latches() override { return &latches_; }
   SemaphoreDriver* semaphores() override { return &semaphores_; }
+  BarrierDriver* barriers() override { return &barriers_; }
 
   Status ping() override {
     const auto deadline = steady::now() + session_.config().op_timeout;
@@ -472,6 +474,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   Counters counters_{session_};
   Latches latches_{session_};
   Semaphores semaphores_{session_, *this};
+  Barriers barriers_{session_};
 };
 
 ContenderWaiter::~ContenderWaiter() { backend_.leave(key_, *contender_); }

@@ -38,6 +38,14 @@
 //       release                             returns the most recent lease → "released"
 //       quit                                → exits 0 (leases still held are returned first)
 //     NODE is the lease's znode under PATH/leases (_c_<uuid>-lease-0000000003).
+//   CONNECT barrier PATH MEMBERS
+//     One member of a DistributedDoubleBarrier on PATH for MEMBERS members, driven by lines on
+//     stdin. Prints "ready" once the session is connected, then answers each command:
+//       enter | enter MS                    enters; blocks until MEMBERS are in (at most MS)
+//                                           → "entered" or "timeout"
+//       leave | leave MS                    leaves; blocks until every member has left (at
+//                                           most MS) → "left" or "timeout"
+//       quit                                → exits 0
 //   contend CONNECT PATH ITERATIONS COUNTER_FILE [INTERVAL_LOG]
 //     ITERATIONS critical sections with an InterProcessMutex on PATH; in each, a non-atomic
 //     read of the integer in COUNTER_FILE → sleep --work-us → write of the integer + 1, so
@@ -113,6 +121,7 @@ import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.atomic.AtomicValue;
 import org.apache.curator.framework.recipes.atomic.DistributedAtomicLong;
+import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
@@ -526,6 +535,45 @@ public final class CuratorTool {
     return 0;
   }
 
+  // ------------------------------------------------------------------ barrier
+
+  static int barrier(Options o) throws Exception {
+    if (o.positional.size() != 4) throw new UsageError("barrier takes CONNECT barrier PATH MEMBERS");
+    String where = o.arg(0, "CONNECT");
+    String path = o.arg(2, "PATH");
+    int members = (int) o.argNumber(3, "MEMBERS", 1, Integer.MAX_VALUE);
+    StdinLines lines = new StdinLines();
+    CuratorFramework client = connect(where, o);
+    DistributedDoubleBarrier barrier = new DistributedDoubleBarrier(client, path, members);
+    out.println("ready");
+    out.flush();
+    String[] w;
+    while ((w = nextCommand(lines)) != null) {
+      boolean enter = w[0].equals("enter");
+      if ((!enter && !w[0].equals("leave")) || w.length > 2) {
+        throw new UsageError("unknown command for barrier: " + String.join(" ", w));
+      }
+      lines.beginBlocking();
+      boolean done;
+      if (w.length == 2) {
+        long ms = Math.max(0, Long.parseLong(w[1]));
+        done = enter ? barrier.enter(ms, TimeUnit.MILLISECONDS) : barrier.leave(ms, TimeUnit.MILLISECONDS);
+      } else {
+        if (enter) {
+          barrier.enter();
+        } else {
+          barrier.leave();
+        }
+        done = true;
+      }
+      lines.endBlocking();
+      out.println(done ? (enter ? "entered" : "left") : "timeout");
+      out.flush();
+    }
+    client.close();
+    return 0;
+  }
+
   // ------------------------------------------------------------------ contend
 
   static long readCounter(FileChannel ch) throws IOException {
@@ -888,7 +936,7 @@ public final class CuratorTool {
       } else if (first.equals("bench-worker")) {
         status = benchWorker(o);
       } else {
-        String mode = o.arg(1, "mutex, rwlock, count, atomic-long, latch or semaphore");
+        String mode = o.arg(1, "mutex, rwlock, count, atomic-long, latch, semaphore or barrier");
         if (mode.equals("count")) {
           status = count(o);
         } else if (mode.equals("latch")) {
@@ -897,6 +945,8 @@ public final class CuratorTool {
           status = atomicLong(o);
         } else if (mode.equals("semaphore")) {
           status = semaphore(o);
+        } else if (mode.equals("barrier")) {
+          status = barrier(o);
         } else {
           if (!mode.equals("mutex") && !mode.equals("rwlock")) throw new UsageError("unknown mode " + mode);
           status = interactive(mode, o);
