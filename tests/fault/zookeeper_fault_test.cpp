@@ -168,6 +168,75 @@ TEST_F(ZooKeeperFault, CutOffPermitHolderLearnsItLostBeforeAnotherTakesIt) {
   taker.release();
 }
 
+// A taker cut off while it waits for a permit is told within op_timeout
+// (unavailable, never a hang), leaves no lease behind once its session is
+// gone, and takes a permit normally once the network is back.
+TEST_F(ZooKeeperFault, CutOffPermitWaiterFailsWithinItsTimeoutAndLeavesNothing) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  TcpProxy proxy(zk.client_port(0));
+  auto holder_client = connect(zk.url() + root() + "?session_timeout=2s");
+  auto holder = holder_client->semaphore("permits", 1);
+  holder.acquire();
+  auto waiter_client = connect(via(proxy, "session_timeout=2s"), {.op_timeout = 2s});
+  auto waiting = std::async(std::launch::async, [&]() -> errc {
+    try {
+      return waiter_client->semaphore("permits", 1).try_acquire_for(scaled(60s)) ? errc{} : errc::timeout;
+    } catch (const Error& e) {
+      return e.kind();
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return holder.in_use() == 2; }, 10s)) << "the waiter never queued";
+  proxy.black_hole(true);
+  ASSERT_EQ(waiting.wait_for(scaled(10s)), std::future_status::ready) << "a cut-off waiter hung";
+  EXPECT_EQ(waiting.get(), errc::unavailable);
+  EXPECT_TRUE(eventually([&] { return holder.in_use() == 1; }, 15s)) << "the cut-off waiter's lease stayed";
+  proxy.black_hole(false);
+  auto again = waiter_client->semaphore("permits", 1);
+  ASSERT_TRUE(eventually([&] { return waiter_client->ping().ok(); }, 15s)) << "no new session after the cut healed";
+  EXPECT_FALSE(again.try_acquire());
+  holder.release();
+  EXPECT_TRUE(again.try_acquire_for(scaled(10s)));
+}
+
+// A waiting taker whose lease node is deleted under it (an operator, or a
+// session that expired while the connection held) queues again, and still
+// gets the permit when it comes back.
+TEST_F(ZooKeeperFault, PermitWaiterWhoseLeaseNodeVanishesQueuesAgain) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  auto holder_client = connect(zk.url() + root());
+  auto holder = holder_client->semaphore("permits", 1);
+  holder.acquire();
+  const auto before = children_of(hosts(zk), root() + "/permits/leases");
+  ASSERT_TRUE(before && before->size() == 1u);
+  auto waiter_client = connect(zk.url() + root());
+  auto waiting = std::async(std::launch::async, [&] {
+    auto waiter = waiter_client->semaphore("permits", 1);
+    const bool got = waiter.try_acquire_for(scaled(30s));
+    if (got) waiter.release();
+    return got;
+  });
+  ASSERT_TRUE(eventually([&] { return holder.in_use() == 2; }, 10s)) << "the waiter never queued";
+  auto queued = children_of(hosts(zk), root() + "/permits/leases");
+  ASSERT_TRUE(queued && queued->size() == 2u);
+  const std::string waiting_node = queued->front() == before->front() ? queued->back() : queued->front();
+  zhandle_t* zh = zookeeper_init(hosts(zk).c_str(), nullptr, 5000, nullptr, nullptr, 0);
+  ASSERT_TRUE(zh);
+  ASSERT_TRUE(eventually([&] { return zoo_state(zh) == ZOO_CONNECTED_STATE; }, 10s));
+  EXPECT_EQ(zoo_delete(zh, (root() + "/permits/leases/" + waiting_node).c_str(), -1), ZOK);
+  zookeeper_close(zh);
+  // A new node of the waiter's: the old one is not back, the count is.
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto now = children_of(hosts(zk), root() + "/permits/leases");
+        return now && now->size() == 2u && std::find(now->begin(), now->end(), waiting_node) == now->end();
+      },
+      10s))
+      << "the waiter did not queue again";
+  EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout) << "the waiter got a permit that was held";
+  holder.release();
+  EXPECT_TRUE(waiting.get()) << "the waiter gave up instead of queueing again";
+}
+
 TEST_F(ZooKeeperFault, DroppedConnectionKeepsTheLockUnderTheExpiryPolicy) {
   ZooKeeperEnsemble zk(dir_.path(), 1);
   TcpProxy proxy(zk.client_port(0));

@@ -27,14 +27,22 @@ Result<std::optional<Permit>> Semaphores::acquire(const std::string& name, std::
   ClientOptions options;
   options.op_timeout = session_.config().op_timeout;
   std::atomic<std::uint64_t> wakeups{0};
-  auto held = detail::acquire(locks_, mutex, deadline, options, wakeups);
-  if (!held) return held.status();
-  if (!*held) return std::optional<Permit>();
-  auto permit = take_lease(name, permits, deadline);
-  // Given up or ours, the permit no longer needs the mutex. If it could not
-  // be released now the session deletes it later; the permit stands.
-  (void)locks_.release(mutex, **held);
-  return permit;
+  for (;;) {
+    auto held = detail::acquire(locks_, mutex, deadline, options, wakeups);
+    if (!held) return held.status();
+    if (!*held) return std::optional<Permit>();
+    auto permit = take_lease(name, permits, deadline);
+    // Given up or ours, the permit no longer needs the mutex. If it could not
+    // be released now the session deletes it later; the permit stands.
+    (void)locks_.release(mutex, **held);
+    // Our lease node went with an expired session while we waited: queue
+    // again in the new one, as long as the caller still waits.
+    if (!permit && permit.code() == errc::lock_lost) {
+      if (steady::now() < deadline) continue;
+      return std::optional<Permit>();
+    }
+    return permit;
+  }
 }
 
 Result<std::optional<Permit>> Semaphores::take_lease(const std::string& name, std::int32_t permits,
@@ -81,7 +89,7 @@ Result<std::optional<Permit>> Semaphores::take_lease(const std::string& name, st
     if (list->rc != ZOK && list->rc != ZNONODE) return give_up(to_status(list->rc, step, leases));
     const auto& children = list->children;
     if (std::find(children.begin(), children.end(), basename(node)) == children.end())
-      return Status(errc::unavailable, step + ": our lease node vanished while we waited (the session expired)");
+      return Status(errc::lock_lost, step + ": our lease node vanished while we waited (the session expired)");
     if (children.size() <= static_cast<std::size_t>(permits)) {
       Permit out;
       out.token = token;
