@@ -17,8 +17,10 @@
 #include <signal.h>
 #include <zookeeper/zookeeper.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
+#include <regex>
 #include <thread>
 
 namespace dlock::test {
@@ -220,6 +222,74 @@ TEST_F(ZooKeeperFault, LeaderKilledWhileHeldNoSecondHolderAndTheLockGoesOn) {
   r.unlock();
   zk.start(leader);  // rejoins as a follower
   EXPECT_TRUE(zk.wait_serving(scaled(20s)));
+}
+
+// A create applied by the ensemble whose reply is lost with the connection
+// (the session lives on): the client finds its node again by its prefix
+// instead of failing or making a second one, and the node keeps its place —
+// a contender that queued after it still comes after it.
+TEST_F(ZooKeeperFault, CreateWhoseReplyWasLostIsFoundAndKeepsItsPlace) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  TcpProxy proxy(zk.client_port(0));
+  const std::string direct = zk.url() + root();
+  auto first = connect(direct);
+  auto held = first->mutex("lost-reply");
+  held.lock();
+  auto cut_off = connect(via(proxy, "session_timeout=10s"));  // outlives the cut
+  auto later = connect(direct);
+
+  proxy.cut_at_reply("/lost-reply/_c_");  // the create's reply names the node it made
+  std::atomic<bool> cut_off_holds{false}, cut_off_failed{false}, later_holds{false};
+  std::uint64_t cut_off_token = 0, later_token = 0;
+  std::string cut_off_error;  // set before cut_off_failed
+  auto failure = [&] { return cut_off_failed ? cut_off_error : std::string(); };
+  std::jthread cut_off_thread([&](std::stop_token stop) {
+    auto m = cut_off->mutex("lost-reply");
+    try {
+      if (!m.try_lock_for(scaled(20s))) return;
+    } catch (const Error& e) {
+      cut_off_error = e.what();
+      cut_off_failed = true;
+      return;
+    }
+    cut_off_token = m.token();
+    cut_off_holds = true;
+    while (!stop.stop_requested()) std::this_thread::sleep_for(5ms);
+    m.unlock();
+  });
+  ASSERT_TRUE(eventually([&] { return !proxy.dropped_reply().empty(); }, 10s)) << "the create's reply never came";
+  std::smatch made;
+  const std::string reply = proxy.dropped_reply();
+  ASSERT_TRUE(std::regex_search(reply, made, std::regex("_c_[0-9a-f-]{36}-lock-[0-9]{10}")));
+  const std::string lost = made.str();  // the node the ensemble made before the cut
+  const std::string prefix = lost.substr(0, lost.size() - 10);
+
+  std::jthread later_thread([&](std::stop_token stop) {
+    auto m = later->mutex("lost-reply");
+    if (!m.try_lock_for(scaled(20s))) return;
+    later_token = m.token();
+    later_holds = true;
+    while (!stop.stop_requested()) std::this_thread::sleep_for(5ms);
+    m.unlock();
+  });
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/lost-reply") == 3; }, 10s))
+      << "expected the holder's, the cut-off client's and the later one's nodes; cut-off client: " << failure();
+  auto nodes = children_of(hosts(zk), root() + "/lost-reply");
+  ASSERT_TRUE(nodes);
+  EXPECT_EQ(std::count_if(nodes->begin(), nodes->end(), [&](const std::string& n) { return n.starts_with(prefix); }),
+            1);
+  EXPECT_NE(std::find(nodes->begin(), nodes->end(), lost), nodes->end()) << "the node made before the cut is gone";
+
+  held.unlock();
+  ASSERT_TRUE(eventually([&] { return cut_off_holds.load(); }, 10s)) << failure();
+  EXPECT_FALSE(later_holds) << "the contender that queued after the lost reply went first";
+  nodes = children_of(hosts(zk), root() + "/lost-reply");
+  ASSERT_TRUE(nodes);
+  EXPECT_EQ(nodes->size(), 2u);
+  EXPECT_NE(std::find(nodes->begin(), nodes->end(), lost), nodes->end());
+  cut_off_thread.request_stop();
+  ASSERT_TRUE(eventually([&] { return later_holds.load(); }, 10s));
+  EXPECT_GT(later_token, cut_off_token);
 }
 
 TEST_F(ZooKeeperFault, StoppedServerCallsFailWithinTheirTimeout) {

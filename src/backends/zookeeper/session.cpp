@@ -180,6 +180,11 @@ bool Session::connected() const {
   return connected_;
 }
 
+bool Session::wait_connected(steady::time_point deadline) {
+  std::unique_lock lk(mu_);
+  return cv_.wait_until(lk, deadline, [&] { return connected_ || stopping_; }) && !stopping_;
+}
+
 std::int64_t Session::session_id() const {
   std::lock_guard lk(mu_);
   return session_id_;

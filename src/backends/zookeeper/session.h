@@ -109,6 +109,9 @@ class Session {
   std::int64_t session_id() const;
   // Whether the ensemble is reachable right now.
   bool connected() const;
+  // Waits until it is (a dropped connection reconnected, or an expired
+  // session replaced); false if not by `deadline` or while shutting down.
+  bool wait_connected(steady::time_point deadline);
 
   // Asynchronous calls; wait on the returned Call. If the session has just
   // expired, each first waits (until `deadline`) for its replacement.
@@ -141,7 +144,7 @@ class Session {
   // Deletes `node` when the ensemble can be reached, retrying; ends with the session.
   void delete_later(const std::string& node);
   // Deletes the node whose name contains `marker` under `parent` when the
-  // ensemble can be reached (a create whose reply was lost).
+  // ensemble can be reached (a create whose reply was lost, given up on).
   void delete_later_by_marker(const std::string& parent, const std::string& marker);
 
   // Signals notified on every session change, so waiters re-check.

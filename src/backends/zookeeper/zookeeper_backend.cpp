@@ -14,7 +14,9 @@
 // lowest — sequence numbers only grow, nothing can appear before us — so
 // that handoff costs the holder's delete and one notification, nothing
 // more. A waiter that gives up deletes its node; one that dies loses it
-// with its session.
+// with its session. A create whose reply is lost with the connection is
+// found again by its node's unique prefix, keeping its place, never made
+// twice.
 //
 // Fencing token: the creation zxid of our node. zxids are issued in the
 // order the ensemble applies writes, so a later holder's node (created
@@ -42,6 +44,7 @@
 
 #include <algorithm>
 #include <map>
+#include <thread>
 #include <utility>
 
 namespace dlock::detail {
@@ -400,19 +403,23 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
                            steady::time_point deadline, const std::string& step) {
     auto prefix = node_prefix(kind);
     if (!prefix) return prefix.status();
-    for (int attempt = 0;; ++attempt) {
+    bool made_parents = false;
+    for (;;) {
       auto create = session_.create(path + "/" + *prefix, ZOO_EPHEMERAL_SEQUENTIAL, deadline, data);
       auto list = session_.get_children(path, deadline);
-      if (!create->wait_until(deadline) || create->rc == ZCONNECTIONLOSS || create->rc == ZOPERATIONTIMEOUT) {
-        // It may have been made: find it by its unique prefix and delete it
-        // once the ensemble answers; never leave a second node of ours.
-        session_.delete_later_by_marker(path, *prefix);
-        return create->rc == ZCONNECTIONLOSS ? to_status(create->rc, step, path) : no_reply(step);
+      if (!create->wait_until(deadline)) return forget_create(path, *prefix, step);
+      if (reply_lost(create->rc)) {
+        // It may have been made: find it rather than make a second one.
+        auto found = find_created(path, *prefix, create->generation, deadline, step);
+        if (!found) return found.status();
+        if (*found) return std::move(**found);
+        continue;  // it was not made, or died with its session: make it (the same prefix)
       }
-      if (create->rc == ZNONODE && attempt == 0) {
+      if (create->rc == ZNONODE && !made_parents) {
         // The lock's node (or an ancestor) doesn't exist yet, or an empty
         // container was just reaped: make them, then once more.
         if (Status s = session_.create_parents(path + "/" + *prefix, deadline, step); !s) return s;
+        made_parents = true;
         continue;
       }
       if (create->rc != ZOK) return to_status(create->rc, step, path);
@@ -429,6 +436,65 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       made.children = std::move(list->children);
       return made;
     }
+  }
+
+  // The connection dropped with the call in flight: it may or may not
+  // have been applied (ZOPERATIONTIMEOUT: the client gave up on a silent
+  // connection and dropped it).
+  static bool reply_lost(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
+
+  // A create whose reply was lost, found again (Curator's protected mode):
+  // once the session is reachable again, a child with our prefix (unique
+  // to this create) is our node, kept with its place in the queue. The
+  // session's requests are applied in the order sent, across reconnects
+  // (a request forwarded after the session moved to another server is
+  // refused), so a create that isn't listed then never will be. nullopt:
+  // not made, or made in a session that has since expired (its ephemeral
+  // node went with it): make it again. Past `deadline` the caller gets an
+  // error, so a node that may exist is deleted once the ensemble answers.
+  Result<std::optional<Made>> find_created(const std::string& path, const std::string& prefix,
+                                           std::uint64_t generation, steady::time_point deadline,
+                                           const std::string& step) {
+    for (;;) {
+      if (!session_.wait_connected(deadline)) break;
+      if (session_.generation() != generation) return std::optional<Made>();
+      auto list = session_.get_children(path, deadline);
+      if (!list->wait_until(deadline)) break;
+      if (list->generation != generation) return std::optional<Made>();
+      if (reply_lost(list->rc)) {
+        // The client may not have noticed the drop yet: don't spin on it.
+        std::this_thread::sleep_for(milliseconds(5));
+        continue;
+      }
+      if (list->rc == ZNONODE) return std::optional<Made>();
+      if (list->rc != ZOK) {
+        session_.delete_later_by_marker(path, prefix);
+        return to_status(list->rc, step, path);
+      }
+      const auto ours = std::find_if(list->children.begin(), list->children.end(),
+                                     [&](const std::string& child) { return child.starts_with(prefix); });
+      if (ours == list->children.end()) return std::optional<Made>();
+      const std::string node = path + "/" + *ours;
+      auto stat = session_.exists(node, deadline);  // its creation zxid: the fencing token
+      if (!stat->wait_until(deadline)) break;
+      if (reply_lost(stat->rc)) continue;
+      if (stat->rc == ZNONODE || stat->generation != generation) return std::optional<Made>();
+      if (stat->rc != ZOK) {
+        session_.delete_later(node);
+        return to_status(stat->rc, step, node);
+      }
+      return std::optional<Made>(
+          Made{node, static_cast<std::uint64_t>(stat->stat.czxid), generation, std::move(list->children)});
+    }
+    return forget_create(path, prefix, step);
+  }
+
+  // The caller gives up on a create that may have been applied: its node,
+  // if any, is found by its prefix and deleted once the ensemble answers,
+  // never left to block the queue.
+  Status forget_create(const std::string& path, const std::string& prefix, const std::string& step) {
+    session_.delete_later_by_marker(path, prefix);
+    return no_reply(step);
   }
 
   // Our node's place in the queue. A mutex or a writer holds the lock when
