@@ -24,6 +24,11 @@ struct BackendUnderTest {
   bool notifies;
   // Whether a release wakes one waiter, not every one that waits.
   bool wakes_one;
+  // If it does, at most how many waiters one release wakes however many
+  // wait: 1, or 2 where the one after the next is also told to move up
+  // (ZooKeeper), so that its own turn costs one deletion and one
+  // notification, with no read in between.
+  int woken_per_release = 1;
   // Whether list_locks() reports the lease left (else the lock lives as
   // long as its holder's session).
   bool reports_remaining = true;
@@ -60,6 +65,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                  false, true, true, false, true});
   all.back().counters = true;
   all.back().election = true;
+  all.back().woken_per_release = 2;
 #endif
   return all;
 }

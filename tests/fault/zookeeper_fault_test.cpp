@@ -184,6 +184,61 @@ TEST_F(ZooKeeperFault, KilledHoldersAndWaitersLeaveNoNodes) {
       << "nodes of dead clients were left behind";
 }
 
+// Contenders that leave from the middle of the queue free nothing for the
+// one behind them. Here they are another client's nodes (as a Curator or
+// kazoo waiter makes), A then B, between a dlock holder and a dlock waiter
+// that watches A, the node two places before its own. They go
+//   - A then B, back to back: when A goes the waiter must look again, not
+//     take B for the last one left (nor A for the last one at all);
+//   - B, then A a while later: meanwhile core's 500 ms re-check has the
+//     waiter watch the holder's node, and A's going (its earlier watch
+//     still fires) must not pass for the holder's.
+// Either way it must not take the lock while its holder still has it.
+TEST_F(ZooKeeperFault, ContendersLeavingMidQueueFreeNothingForTheOnesBehind) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  zhandle_t* zh = zookeeper_init(hosts(zk).c_str(), nullptr, 5000, nullptr, nullptr, 0);
+  ASSERT_TRUE(zh);
+  ASSERT_TRUE(eventually([&] { return zoo_state(zh) == ZOO_CONNECTED_STATE; }, 10s));
+  auto holder = connect(zk.url() + root());
+  auto behind = connect(zk.url() + root());
+  for (const bool a_first : {true, false}) {
+    SCOPED_TRACE(a_first ? "A then B" : "B, then A");
+    const std::string name = a_first ? "mid-queue-a-first" : "mid-queue-b-first";
+    const std::string path = root() + "/" + name;
+    auto held = holder->mutex(name);
+    held.lock();
+    std::vector<std::string> others;  // A, B
+    for (const char* id : {"1", "2"}) {
+      char made[512];
+      const std::string prefix = path + "/_c_00000000-0000-0000-0000-00000000000" + id + "-lock-";
+      ASSERT_EQ(zoo_create(zh, prefix.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, made,
+                           sizeof made),
+                ZOK);
+      others.emplace_back(made);
+    }
+    std::atomic<bool> behind_holds{false};
+    std::jthread waits([&](std::stop_token stop) {
+      auto m = behind->mutex(name);
+      if (!m.try_lock_for(scaled(30s))) return;
+      behind_holds = true;
+      while (!stop.stop_requested()) std::this_thread::sleep_for(5ms);
+      m.unlock();
+    });
+    ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), path) == 4; }, 10s));
+    std::this_thread::sleep_for(100ms);  // let it watch A
+
+    if (!a_first) std::swap(others[0], others[1]);
+    EXPECT_EQ(zoo_delete(zh, others[0].c_str(), -1), ZOK);
+    if (!a_first) std::this_thread::sleep_for(1s);  // two of core's re-checks
+    EXPECT_EQ(zoo_delete(zh, others[1].c_str(), -1), ZOK);
+    std::this_thread::sleep_for(scaled(1s));  // time for a wrong grant to show
+    EXPECT_FALSE(behind_holds) << "a waiter took the lock while its holder still had it";
+    held.unlock();
+    EXPECT_TRUE(eventually([&] { return behind_holds.load(); }, 10s)) << "the waiter behind never got the lock";
+  }
+  zookeeper_close(zh);
+}
+
 TEST_F(ZooKeeperFault, LeaderKilledWhileHeldNoSecondHolderAndTheLockGoesOn) {
   ZooKeeperEnsemble zk(dir_.path(), 3);
   FencedResource resource(dir_.path() + "/resource", true);

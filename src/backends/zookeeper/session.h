@@ -77,8 +77,14 @@ class Signal {
   // true if notified before `until` (the flag is then consumed).
   bool wait_until(steady::time_point until);
   void notify(bool node_deleted);
+  // A watched node was deleted: `node`, its path.
+  void notify_deleted(std::string node);
   // Whether a watched node was deleted since the last take (consumed).
   bool take_deleted();
+  // Whether `node` was among the watched nodes deleted since the last take
+  // (all consumed): a watch left on a node no longer of interest can't be
+  // mistaken for the one that matters now.
+  bool take_deleted(std::string_view node);
 
   std::uint64_t id = 0;  // its watches' id; set by Session under its watch mutex
 
@@ -87,6 +93,7 @@ class Signal {
   std::condition_variable cv_;
   bool notified_ = false;
   bool deleted_ = false;
+  std::vector<std::string> deleted_nodes_;
 };
 
 class Session {
