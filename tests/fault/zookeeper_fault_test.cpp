@@ -347,6 +347,36 @@ TEST_F(ZooKeeperFault, CreateWhoseReplyWasLostIsFoundAndKeepsItsPlace) {
   EXPECT_GT(later_token, cut_off_token);
 }
 
+// The same lost reply, but the session expires before the client can
+// reconnect: the node made before the cut died with it, so the client makes
+// one in its new session (and doesn't wait for, or adopt, the dead one).
+TEST_F(ZooKeeperFault, CreateWhoseReplyWasLostWithItsSessionIsMadeAgain) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  TcpProxy proxy(zk.client_port(0));
+  auto c = connect(via(proxy, "session_timeout=2s"), {.op_timeout = scaled(20s)});
+  auto m = c->mutex("lost-session");
+  m.lock();  // the lock's node exists from now on: the next create is the only one to name it
+  m.unlock();
+  proxy.cut_at_reply("/lost-session/_c_", true);
+  std::jthread unblock([&] {
+    if (!eventually([&] { return !proxy.dropped_reply().empty(); }, 10s)) return;
+    std::this_thread::sleep_for(4s);  // past the 2 s session timeout: the ensemble expires it
+    proxy.black_hole(false);
+  });
+  ASSERT_TRUE(m.try_lock_for(scaled(20s))) << "no lock after the session was replaced";
+  unblock.join();
+  std::smatch made;
+  const std::string reply = proxy.dropped_reply();
+  ASSERT_TRUE(std::regex_search(reply, made, std::regex("_c_[0-9a-f-]{36}-lock-[0-9]{10}")));
+  const std::string lost = made.str();
+  auto nodes = children_of(hosts(zk), root() + "/lost-session");
+  ASSERT_TRUE(nodes);
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_NE(nodes->front(), lost) << "the node of the expired session is held";
+  EXPECT_TRUE(nodes->front().starts_with(lost.substr(0, lost.size() - 10))) << nodes->front();
+  m.unlock();
+}
+
 TEST_F(ZooKeeperFault, StoppedServerCallsFailWithinTheirTimeout) {
   ZooKeeperEnsemble zk(dir_.path(), 1);
   auto c = connect(zk.url() + root(), {.op_timeout = 1s});

@@ -80,9 +80,10 @@ void TcpProxy::cut() {
   (void)!::write(wake_[1], "x", 1);
 }
 
-void TcpProxy::cut_at_reply(std::string marker) {
+void TcpProxy::cut_at_reply(std::string marker, bool then_black_hole) {
   std::lock_guard lk(mu_);
   reply_marker_ = std::move(marker);
+  black_hole_after_ = then_black_hole;
   dropped_.clear();
 }
 
@@ -140,7 +141,10 @@ void TcpProxy::run() {
       if (ok && (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
         const bool armed = !reply_marker_.empty();
         ok = relay(fds[i + 1].fd, fds[i].fd, reply_marker_, dropped_);
-        if (armed && reply_marker_.empty()) cut_ = true;  // the marked reply was dropped: cut them all
+        if (armed && reply_marker_.empty()) {  // the marked reply was dropped: cut them all
+          cut_ = true;
+          if (black_hole_after_) black_hole_ = true;
+        }
       }
       if (!ok) {
         ::close(pairs_[k].client);

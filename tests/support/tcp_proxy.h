@@ -29,9 +29,11 @@ class TcpProxy {
   void cut();
   // Once: the first bytes from the server that contain `marker` (a ZooKeeper
   // create's reply names the node it made) are not relayed; every
-  // connection is cut instead. (A reply split across two reads of the
-  // socket may go through; on loopback a small one comes in one piece.)
-  void cut_at_reply(std::string marker);
+  // connection is cut instead, and if `then_black_hole`, black_hole(true)
+  // follows at once (the client can't reconnect until black_hole(false)).
+  // (A reply split across two reads of the socket may go through; on
+  // loopback a small one comes in one piece.)
+  void cut_at_reply(std::string marker, bool then_black_hole = false);
   // The reply cut_at_reply() kept from the client; empty until it fired.
   std::string dropped_reply();
 
@@ -48,6 +50,7 @@ class TcpProxy {
   std::vector<Pair> pairs_;  // guarded by mu_
   bool cut_ = false;          // guarded by mu_
   std::string reply_marker_;  // guarded by mu_; empty: none armed
+  bool black_hole_after_ = false;  // guarded by mu_
   std::string dropped_;       // guarded by mu_
   std::atomic<bool> black_hole_{false};
   std::atomic<bool> stopping_{false};
