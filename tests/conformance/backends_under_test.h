@@ -24,11 +24,6 @@ struct BackendUnderTest {
   bool notifies;
   // Whether a release wakes one waiter, not every one that waits.
   bool wakes_one;
-  // If it does, at most how many waiters one release wakes however many
-  // wait: 1, or 2 where the one after the next is also told to move up
-  // (ZooKeeper), so that its own turn costs one deletion and one
-  // notification, with no read in between.
-  int woken_per_release = 1;
   // Whether list_locks() reports the lease left (else the lock lives as
   // long as its holder's session).
   bool reports_remaining = true;
@@ -38,6 +33,11 @@ struct BackendUnderTest {
   bool counters = false;
   // Whether it has elections (Client::election).
   bool election = false;
+  // If a release wakes one waiter, at most how many it wakes however many
+  // wait: 1, or 2 where the one after the next is also told to move up
+  // (ZooKeeper), so that its own turn costs one deletion and one
+  // notification, with no read in between.
+  int woken_per_release = 1;
 };
 
 // gtest prints the parameter by its name, not its bytes.
