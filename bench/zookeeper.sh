@@ -5,15 +5,18 @@
 #
 # Without a URL it starts a throw-away single server (scripts/zookeeper-server.sh, in a temp
 # dir) and stops it on exit. Then, against the same server:
-#   (a) the raw limit: dlock_bench_zk_raw — create+delete pairs synchronous and 64 in flight,
+#   (a) the raw limit: dlock_bench_zk_raw, run once unmeasured first to warm the server's JIT
+#       up — create+delete pairs synchronous and 64 in flight,
 #       create+getChildren+delete synchronous (skipped, and said so, if it is not built);
 #   (b) dlock bench --backend ZK_URL: uncontended, contended (4 processes), many-keys
 #       (--threads 64), flash-sale — skipped, and said so, if this dlock has no zk backend yet;
 #   (c) bench/peers/kazoo_peer.py: uncontended, contended (counter in shared memory, and in a znode);
 #   (d) Curator's InterProcessMutex (tests/interop/java/CuratorTool.java bench, compiled here
 #       with javac): uncontended, contended;
-#   (e) a summary: per workload every lock, and ratios to the raw limit and to the best peer.
-# Figures are only comparable within one run (the machines are noisy). About 12 x BENCH_SECONDS.
+#   (e) a summary: per workload every lock, and ratios to the raw limit and to the best peer;
+#       for each contended run, the deletion notifications the server sent per handoff (its
+#       `mntr` counter, read before and after: how many waiters a release woke, for every library).
+# Figures are only comparable within one run (the machines are noisy). About 15 x BENCH_SECONDS.
 #
 # Environment:
 #   DLOCK_BIN       the dlock binary (default: build/release, build/dev, then dlock on PATH)
@@ -60,8 +63,32 @@ run() {
   fi
 }
 
+# deleted_watch_notifications: watches the server has fired on deleted nodes so far (`mntr`
+# of the first host); empty if it doesn't answer. The server is this run's alone unless a URL
+# was given.
+zk_first_host="$(echo "${url#zk://}" | cut -d, -f1 | cut -d/ -f1)"
+deleted_watch_notifications() {
+  # shellcheck disable=SC2016  # expanded by the inner bash: host and port
+  timeout 1 bash -c 'exec 3<>"/dev/tcp/${0%%:*}/${0##*:}" && echo mntr >&3 && cat <&3' "$zk_first_host" \
+    2>/dev/null | sed -n 's/^zk_sum_node_deleted_watch_count[[:space:]]*\([0-9]*\).*/\1/p' || true
+}
+
+# notifications WHO BEFORE: appends how many the server sent since BEFORE, for WHO's contended run.
+notifications() {
+  local after
+  after="$(deleted_watch_notifications)"
+  if [[ -n "$2" && -n "$after" ]]; then
+    echo "{\"notifications_of\": \"$1\", \"deleted_watch_notifications\": $((after - $2))}" >>"$out"
+  fi
+}
+
 # --- (a) the raw limit -----------------------------------------------------------------
 if [[ -n "$raw_bin" ]]; then
+  # A fresh server's JIT compiler is still at work: its first seconds run slower (here the
+  # first sync create+delete run gave 590/s, the next three 770 to 890/s). Warm it up with
+  # the raw load, not measured, so that the raw limit and every library meet the same server.
+  echo "warming the server up (${seconds}s x 3, not measured)..." >&2
+  timeout "$limit" "$raw_bin" --seconds "$seconds" "$url" >/dev/null || true
   run "raw limit ($raw_bin)" "$raw_bin" --seconds "$seconds" "$url"
 else
   notes+=("raw limit: no dlock_bench_zk_raw (build with -DDLOCK_WITH_ZOOKEEPER=ON, or set ZK_RAW_BIN)")
@@ -73,10 +100,12 @@ if [[ -z "$dlock_bin" ]]; then
 else
   for spec in "uncontended" "contended --processes 4" "many-keys --threads 64" "flash-sale"; do
     echo "running dlock bench $spec (${seconds}s + reference)..." >&2
+    before="$(deleted_watch_notifications)"
     # shellcheck disable=SC2086
     if timeout "$limit" "$dlock_bin" bench --backend "$url" --workload $spec --seconds "${seconds}s" --json \
          >>"$out" 2>"$work/dlock.err"; then
       cat "$work/dlock.err" >&2
+      if [[ "$spec" == contended* ]]; then notifications dlock "$before"; fi
     elif grep -q "unknown scheme" "$work/dlock.err"; then
       notes+=("dlock: NOT BUILT — $dlock_bin has no zk backend: $(grep -o "unknown scheme.*" "$work/dlock.err" | head -1)")
       break
@@ -91,8 +120,13 @@ fi
 # --- (c) kazoo -------------------------------------------------------------------------
 if [[ -n "$py" ]]; then
   for spec in "uncontended" "contended --inside memory" "contended --inside zk"; do
+    before="$(deleted_watch_notifications)"
     # shellcheck disable=SC2086
     run "kazoo $spec" "$py" "$here/peers/kazoo_peer.py" --url "$url" --seconds "$seconds" --workload $spec
+    case "$spec" in
+      *memory) notifications kazoo "$before" ;;
+      *zk) notifications "kazoo (counter in zk)" "$before" ;;
+    esac
   done
 else
   notes+=("kazoo: no python3 with kazoo (Debian: python3-kazoo; or set PYTHON)")
@@ -105,8 +139,10 @@ if command -v javac >/dev/null && [[ -f "$curator_jar" ]] &&
   cp="$work/classes:$curator_jar"
   [[ -f /usr/share/java/slf4j-nop.jar ]] && cp="$cp:/usr/share/java/slf4j-nop.jar"
   for workload in uncontended contended; do
+    before="$(deleted_watch_notifications)"
     run "Curator $workload" java -Xmx128m -XX:+UseSerialGC -cp "$cp" CuratorTool bench "$url" \
       "/dlock-peer-curator-$$-$workload" "$seconds" "$workload" </dev/null
+    if [[ "$workload" == contended ]]; then notifications curator "$before"; fi
   done
 else
   notes+=("Curator: no javac or $curator_jar (Debian: default-jdk-headless, libcurator-recipes-java) $(head -c 300 "$work/javac.err" 2>/dev/null || true)")
@@ -123,6 +159,8 @@ import json, sys
 path, url, seconds, version = sys.argv[1:5]
 notes = sys.argv[5:]
 rows = [json.loads(l) for l in open(path) if l.strip()]
+notified = {r["notifications_of"]: r["deleted_watch_notifications"] for r in rows if "notifications_of" in r}
+rows = [r for r in rows if "notifications_of" not in r]
 raw = {r["raw_limit"]: r for r in rows if "raw_limit" in r}
 dlock = {r["workload"]: r for r in rows if "workload" in r and "peer" not in r}
 peers = [r for r in rows if "peer" in r]
@@ -139,9 +177,9 @@ if raw:
 for n in notes:
     print(n)
 
-hdr = "%-12s %-22s %5s %9s %10s %10s %5s %11s %9s %6s %10s %10s"
+hdr = "%-12s %-22s %5s %9s %10s %10s %5s %11s %9s %10s %6s %10s %10s"
 print("\n" + hdr % ("workload", "who", "P×T", "ops/s", "acq p50us", "acq p99us", "lost", "handoffs/s", "wake/hoff",
-                    "Jain", "vs raw", "dlock/this"))
+                    "notif/hoff", "Jain", "vs raw", "dlock/this"))
 def who(r):
     if "peer" not in r:
         return "dlock"
@@ -151,10 +189,13 @@ def vs_raw(r):
     # many-keys: against the in-flight pairs (independent locks may overlap their requests).
     base = raw_ops("async-pairs") if r["workload"] == "many-keys" else raw_ops("sync-pairs")
     return "%.2f" % (r["ops_per_s"] / base) if base and r["workload"] != "flash-sale" else ""
+def notif_per_handoff(r):
+    n = notified.get(who(r)) if r["workload"] == "contended" else None
+    return "%.3f" % (n / r["owner_changes"]) if n is not None and r.get("owner_changes") else "-"
 for w in ("uncontended", "contended", "many-keys"):
     group = ([dlock[w]] if w in dlock else []) + [p for p in peers if p["workload"] == w]
     if w not in dlock:
-        print(hdr % (w, "dlock", "", "(not run)", "", "", "", "", "", "", "", ""))
+        print(hdr % (w, "dlock", "", "(not run)", "", "", "", "", "", "", "", "", ""))
     base = dlock.get(w)
     for r in group:
         ratio = "%.2f×" % (base["ops_per_s"] / r["ops_per_s"]) if base and r is not base and r["ops_per_s"] else ""
@@ -162,7 +203,7 @@ for w in ("uncontended", "contended", "many-keys"):
                      "%.0f" % r["acquire_p50_us"], "%.0f" % r["acquire_p99_us"], r["lost_updates"],
                      "%.1f" % r["owner_changes_per_s"],
                      "%.3f" % r["wakeups_per_handoff"] if "wakeups_per_handoff" in r and r["owner_changes_per_s"] else "-",
-                     "%.3f" % r["jain"], vs_raw(r), ratio))
+                     notif_per_handoff(r), "%.3f" % r["jain"], vs_raw(r), ratio))
 fs = dlock.get("flash-sale")
 if fs:
     for m in fs.get("modes", []):
@@ -178,8 +219,10 @@ print("""
 ops/s: lock+unlock per second (contended: with a non-atomic read+write of a counter inside, in shared
 memory unless "counter in zk", where it is a get+set of a znode: 2 more round trips). handoffs/s:
 acquisitions by another process than the last holder. wake/hoff: dlock waits a notification ended, per
-handoff (ClientStats::wakeups; 1.0 = one waiter woken per handoff, no herd). vs raw: uncontended and contended ops/s ÷ synchronous
-create+delete pairs/s; many-keys ÷ pairs/s with requests in flight.""")
+handoff (ClientStats::wakeups; 1.0 = one waiter woken per handoff, no herd). notif/hoff: watches the
+server fired on deleted nodes during the run, per handoff (its mntr zk_sum_node_deleted_watch_count;
+every library; a herd would be about the number of waiters). vs raw: uncontended and contended ops/s ÷
+synchronous create+delete pairs/s; many-keys ÷ pairs/s with requests in flight.""")
 bad = [r for r in rows if r.get("lost_updates", 0) or any(m.get("oversold", 0) for m in r.get("modes", []))]
 if bad:
     print("MUTUAL EXCLUSION FAILED in: %s" % ", ".join("%s %s" % (who(r), r["workload"]) for r in bad))

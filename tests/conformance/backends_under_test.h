@@ -37,6 +37,11 @@ struct BackendUnderTest {
   bool semaphore = false;
   // Whether it has the double barrier (Client::barrier).
   bool barrier = false;
+  // If a release wakes one waiter, at most how many it wakes however many
+  // wait: 1, or 2 where the one after the next is also told to move up
+  // (ZooKeeper), so that its own turn costs one deletion and one
+  // notification, with no read in between.
+  int woken_per_release = 1;
 };
 
 // gtest prints the parameter by its name, not its bytes.
@@ -66,6 +71,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().election = true;
   all.back().semaphore = true;
   all.back().barrier = true;
+  all.back().woken_per_release = 2;
 #endif
   return all;
 }

@@ -18,9 +18,11 @@
 #include <signal.h>
 #include <zookeeper/zookeeper.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <map>
+#include <regex>
 #include <thread>
 
 namespace dlock::test {
@@ -284,6 +286,61 @@ TEST_F(ZooKeeperFault, KilledHoldersAndWaitersLeaveNoNodes) {
       << "nodes of dead clients were left behind";
 }
 
+// Contenders that leave from the middle of the queue free nothing for the
+// one behind them. Here they are another client's nodes (as a Curator or
+// kazoo waiter makes), A then B, between a dlock holder and a dlock waiter
+// that watches A, the node two places before its own. They go
+//   - A then B, back to back: when A goes the waiter must look again, not
+//     take B for the last one left (nor A for the last one at all);
+//   - B, then A a while later: meanwhile core's 500 ms re-check has the
+//     waiter watch the holder's node, and A's going (its earlier watch
+//     still fires) must not pass for the holder's.
+// Either way it must not take the lock while its holder still has it.
+TEST_F(ZooKeeperFault, ContendersLeavingMidQueueFreeNothingForTheOnesBehind) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  zhandle_t* zh = zookeeper_init(hosts(zk).c_str(), nullptr, 5000, nullptr, nullptr, 0);
+  ASSERT_TRUE(zh);
+  ASSERT_TRUE(eventually([&] { return zoo_state(zh) == ZOO_CONNECTED_STATE; }, 10s));
+  auto holder = connect(zk.url() + root());
+  auto behind = connect(zk.url() + root());
+  for (const bool a_first : {true, false}) {
+    SCOPED_TRACE(a_first ? "A then B" : "B, then A");
+    const std::string name = a_first ? "mid-queue-a-first" : "mid-queue-b-first";
+    const std::string path = root() + "/" + name;
+    auto held = holder->mutex(name);
+    held.lock();
+    std::vector<std::string> others;  // A, B
+    for (const char* id : {"1", "2"}) {
+      char made[512];
+      const std::string prefix = path + "/_c_00000000-0000-0000-0000-00000000000" + id + "-lock-";
+      ASSERT_EQ(zoo_create(zh, prefix.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, made,
+                           sizeof made),
+                ZOK);
+      others.emplace_back(made);
+    }
+    std::atomic<bool> behind_holds{false};
+    std::jthread waits([&](std::stop_token stop) {
+      auto m = behind->mutex(name);
+      if (!m.try_lock_for(scaled(30s))) return;
+      behind_holds = true;
+      while (!stop.stop_requested()) std::this_thread::sleep_for(5ms);
+      m.unlock();
+    });
+    ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), path) == 4; }, 10s));
+    std::this_thread::sleep_for(100ms);  // let it watch A
+
+    if (!a_first) std::swap(others[0], others[1]);
+    EXPECT_EQ(zoo_delete(zh, others[0].c_str(), -1), ZOK);
+    if (!a_first) std::this_thread::sleep_for(1s);  // two of core's re-checks
+    EXPECT_EQ(zoo_delete(zh, others[1].c_str(), -1), ZOK);
+    std::this_thread::sleep_for(scaled(1s));  // time for a wrong grant to show
+    EXPECT_FALSE(behind_holds) << "a waiter took the lock while its holder still had it";
+    held.unlock();
+    EXPECT_TRUE(eventually([&] { return behind_holds.load(); }, 10s)) << "the waiter behind never got the lock";
+  }
+  zookeeper_close(zh);
+}
+
 TEST_F(ZooKeeperFault, LeaderKilledWhileHeldNoSecondHolderAndTheLockGoesOn) {
   ZooKeeperEnsemble zk(dir_.path(), 3);
   FencedResource resource(dir_.path() + "/resource", true);
@@ -322,6 +379,104 @@ TEST_F(ZooKeeperFault, LeaderKilledWhileHeldNoSecondHolderAndTheLockGoesOn) {
   r.unlock();
   zk.start(leader);  // rejoins as a follower
   EXPECT_TRUE(zk.wait_serving(scaled(20s)));
+}
+
+// A create applied by the ensemble whose reply is lost with the connection
+// (the session lives on): the client finds its node again by its prefix
+// instead of failing or making a second one, and the node keeps its place —
+// a contender that queued after it still comes after it.
+TEST_F(ZooKeeperFault, CreateWhoseReplyWasLostIsFoundAndKeepsItsPlace) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  TcpProxy proxy(zk.client_port(0));
+  const std::string direct = zk.url() + root();
+  auto first = connect(direct);
+  auto held = first->mutex("lost-reply");
+  held.lock();
+  auto cut_off = connect(via(proxy, "session_timeout=10s"));  // outlives the cut
+  auto later = connect(direct);
+
+  proxy.cut_at_reply("/lost-reply/_c_");  // the create's reply names the node it made
+  std::atomic<bool> cut_off_holds{false}, cut_off_failed{false}, later_holds{false};
+  std::uint64_t cut_off_token = 0, later_token = 0;
+  std::string cut_off_error;  // set before cut_off_failed
+  auto failure = [&] { return cut_off_failed ? cut_off_error : std::string(); };
+  std::jthread cut_off_thread([&](std::stop_token stop) {
+    auto m = cut_off->mutex("lost-reply");
+    try {
+      if (!m.try_lock_for(scaled(20s))) return;
+    } catch (const Error& e) {
+      cut_off_error = e.what();
+      cut_off_failed = true;
+      return;
+    }
+    cut_off_token = m.token();
+    cut_off_holds = true;
+    while (!stop.stop_requested()) std::this_thread::sleep_for(5ms);
+    m.unlock();
+  });
+  ASSERT_TRUE(eventually([&] { return !proxy.dropped_reply().empty(); }, 10s)) << "the create's reply never came";
+  std::smatch made;
+  const std::string reply = proxy.dropped_reply();
+  ASSERT_TRUE(std::regex_search(reply, made, std::regex("_c_[0-9a-f-]{36}-lock-[0-9]{10}")));
+  const std::string lost = made.str();  // the node the ensemble made before the cut
+  const std::string prefix = lost.substr(0, lost.size() - 10);
+
+  std::jthread later_thread([&](std::stop_token stop) {
+    auto m = later->mutex("lost-reply");
+    if (!m.try_lock_for(scaled(20s))) return;
+    later_token = m.token();
+    later_holds = true;
+    while (!stop.stop_requested()) std::this_thread::sleep_for(5ms);
+    m.unlock();
+  });
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/lost-reply") == 3; }, 10s))
+      << "expected the holder's, the cut-off client's and the later one's nodes; cut-off client: " << failure();
+  auto nodes = children_of(hosts(zk), root() + "/lost-reply");
+  ASSERT_TRUE(nodes);
+  EXPECT_EQ(std::count_if(nodes->begin(), nodes->end(), [&](const std::string& n) { return n.starts_with(prefix); }),
+            1);
+  EXPECT_NE(std::find(nodes->begin(), nodes->end(), lost), nodes->end()) << "the node made before the cut is gone";
+
+  held.unlock();
+  ASSERT_TRUE(eventually([&] { return cut_off_holds.load(); }, 10s)) << failure();
+  EXPECT_FALSE(later_holds) << "the contender that queued after the lost reply went first";
+  nodes = children_of(hosts(zk), root() + "/lost-reply");
+  ASSERT_TRUE(nodes);
+  EXPECT_EQ(nodes->size(), 2u);
+  EXPECT_NE(std::find(nodes->begin(), nodes->end(), lost), nodes->end());
+  cut_off_thread.request_stop();
+  ASSERT_TRUE(eventually([&] { return later_holds.load(); }, 10s));
+  EXPECT_GT(later_token, cut_off_token);
+}
+
+// The same lost reply, but the session expires before the client can
+// reconnect: the node made before the cut died with it, so the client makes
+// one in its new session (and doesn't wait for, or adopt, the dead one).
+TEST_F(ZooKeeperFault, CreateWhoseReplyWasLostWithItsSessionIsMadeAgain) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  TcpProxy proxy(zk.client_port(0));
+  auto c = connect(via(proxy, "session_timeout=2s"), {.op_timeout = scaled(20s)});
+  auto m = c->mutex("lost-session");
+  m.lock();  // the lock's node exists from now on: the next create is the only one to name it
+  m.unlock();
+  proxy.cut_at_reply("/lost-session/_c_", true);
+  std::jthread unblock([&] {
+    if (!eventually([&] { return !proxy.dropped_reply().empty(); }, 10s)) return;
+    std::this_thread::sleep_for(4s);  // past the 2 s session timeout: the ensemble expires it
+    proxy.black_hole(false);
+  });
+  ASSERT_TRUE(m.try_lock_for(scaled(20s))) << "no lock after the session was replaced";
+  unblock.join();
+  std::smatch made;
+  const std::string reply = proxy.dropped_reply();
+  ASSERT_TRUE(std::regex_search(reply, made, std::regex("_c_[0-9a-f-]{36}-lock-[0-9]{10}")));
+  const std::string lost = made.str();
+  auto nodes = children_of(hosts(zk), root() + "/lost-session");
+  ASSERT_TRUE(nodes);
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_NE(nodes->front(), lost) << "the node of the expired session is held";
+  EXPECT_TRUE(nodes->front().starts_with(lost.substr(0, lost.size() - 10))) << nodes->front();
+  m.unlock();
 }
 
 TEST_F(ZooKeeperFault, StoppedServerCallsFailWithinTheirTimeout) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <stdexcept>
+#include <string_view>
 
 namespace dlock::test {
 namespace {
@@ -21,10 +22,17 @@ sockaddr_in loopback(int port) {
 }
 
 // Moves what is readable on `from` to `to`; false if either side closed.
-bool relay(int from, int to) {
+// Bytes that contain a non-empty `marker` are not moved but kept in
+// `dropped` (and `marker` cleared): false too.
+bool relay(int from, int to, std::string& marker, std::string& dropped) {
   char buf[16384];
   ssize_t got = ::read(from, buf, sizeof buf);
   if (got <= 0) return false;
+  if (!marker.empty() && std::string_view(buf, static_cast<std::size_t>(got)).find(marker) != std::string_view::npos) {
+    dropped.assign(buf, static_cast<std::size_t>(got));
+    marker.clear();
+    return false;
+  }
   for (ssize_t sent = 0; sent < got;) {
     ssize_t n = ::write(to, buf + sent, static_cast<std::size_t>(got - sent));
     if (n <= 0) return false;
@@ -72,6 +80,18 @@ void TcpProxy::cut() {
   (void)!::write(wake_[1], "x", 1);
 }
 
+void TcpProxy::cut_at_reply(std::string marker, bool then_black_hole) {
+  std::lock_guard lk(mu_);
+  reply_marker_ = std::move(marker);
+  black_hole_after_ = then_black_hole;
+  dropped_.clear();
+}
+
+std::string TcpProxy::dropped_reply() {
+  std::lock_guard lk(mu_);
+  return dropped_;
+}
+
 void TcpProxy::run() {
   while (!stopping_) {
     {
@@ -113,11 +133,19 @@ void TcpProxy::run() {
     }
     if (silent) continue;
     std::lock_guard lk(mu_);
+    std::string no_marker;
     for (std::size_t i = 2; i + 1 < fds.size(); i += 2) {
       const std::size_t k = (i - 2) / 2;
       bool ok = true;
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) ok = relay(fds[i].fd, fds[i + 1].fd);
-      if (ok && (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) ok = relay(fds[i + 1].fd, fds[i].fd);
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) ok = relay(fds[i].fd, fds[i + 1].fd, no_marker, dropped_);
+      if (ok && (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
+        const bool armed = !reply_marker_.empty();
+        ok = relay(fds[i + 1].fd, fds[i].fd, reply_marker_, dropped_);
+        if (armed && reply_marker_.empty()) {  // the marked reply was dropped: cut them all
+          cut_ = true;
+          if (black_hole_after_) black_hole_ = true;
+        }
+      }
       if (!ok) {
         ::close(pairs_[k].client);
         ::close(pairs_[k].server);

@@ -1,6 +1,8 @@
 // tcp_proxy.h — a TCP relay on 127.0.0.1 between a client and a server, for
 // network faults without root: black-hole the traffic (nothing passes,
-// nothing is closed: what a partition looks like), or cut every connection.
+// nothing is closed: what a partition looks like), cut every connection, or
+// cut them at the moment a given reply passes (the request was applied, its
+// reply is lost).
 #pragma once
 
 #include <atomic>
@@ -25,6 +27,15 @@ class TcpProxy {
   void black_hole(bool on);
   // Closes every relayed connection (both sides see the close).
   void cut();
+  // Once: the first bytes from the server that contain `marker` (a ZooKeeper
+  // create's reply names the node it made) are not relayed; every
+  // connection is cut instead, and if `then_black_hole`, black_hole(true)
+  // follows at once (the client can't reconnect until black_hole(false)).
+  // (A reply split across two reads of the socket may go through; on
+  // loopback a small one comes in one piece.)
+  void cut_at_reply(std::string marker, bool then_black_hole = false);
+  // The reply cut_at_reply() kept from the client; empty until it fired.
+  std::string dropped_reply();
 
  private:
   void run();
@@ -38,6 +49,9 @@ class TcpProxy {
   std::mutex mu_;
   std::vector<Pair> pairs_;  // guarded by mu_
   bool cut_ = false;          // guarded by mu_
+  std::string reply_marker_;  // guarded by mu_; empty: none armed
+  bool black_hole_after_ = false;  // guarded by mu_
+  std::string dropped_;       // guarded by mu_
   std::atomic<bool> black_hole_{false};
   std::atomic<bool> stopping_{false};
   std::thread thread_;

@@ -105,9 +105,28 @@ void Signal::notify(bool node_deleted) {
   cv_.notify_all();
 }
 
+void Signal::notify_deleted(std::string node) {
+  {
+    std::lock_guard lk(mu_);
+    notified_ = true;
+    deleted_ = true;
+    deleted_nodes_.push_back(std::move(node));
+  }
+  cv_.notify_all();
+}
+
 bool Signal::take_deleted() {
   std::lock_guard lk(mu_);
+  deleted_nodes_.clear();
   return std::exchange(deleted_, false);
+}
+
+bool Signal::take_deleted(std::string_view node) {
+  std::lock_guard lk(mu_);
+  const bool found = std::find(deleted_nodes_.begin(), deleted_nodes_.end(), node) != deleted_nodes_.end();
+  deleted_nodes_.clear();
+  deleted_ = false;
+  return found;
 }
 
 Session::Session(Config config)
@@ -181,6 +200,11 @@ bool Session::connected() const {
   return connected_;
 }
 
+bool Session::wait_connected(steady::time_point deadline) {
+  std::unique_lock lk(mu_);
+  return cv_.wait_until(lk, deadline, [&] { return connected_ || stopping_; }) && !stopping_;
+}
+
 std::int64_t Session::session_id() const {
   std::lock_guard lk(mu_);
   return session_id_;
@@ -209,7 +233,7 @@ void Session::on_session_event(zhandle_t* zh, int type, int state, const char*, 
   self.cv_.notify_all();
 }
 
-void Session::on_watch(zhandle_t* zh, int type, int, const char*, void* context) {
+void Session::on_watch(zhandle_t* zh, int type, int, const char* path, void* context) {
   auto* ctx = static_cast<const HandleContext*>(zoo_get_context(zh));
   Session& self = *ctx->session;
   std::shared_ptr<Signal> signal;
@@ -218,7 +242,9 @@ void Session::on_watch(zhandle_t* zh, int type, int, const char*, void* context)
     auto it = self.watches_.find(reinterpret_cast<std::uintptr_t>(context));
     if (it != self.watches_.end()) signal = it->second.lock();
   }
-  if (signal) signal->notify(type == ZOO_DELETED_EVENT);
+  if (!signal) return;
+  if (type == ZOO_DELETED_EVENT && path) signal->notify_deleted(path);
+  else signal->notify(false);
 }
 
 CallPtr Session::call(steady::time_point deadline, Call::Issue how) {

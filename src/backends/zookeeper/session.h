@@ -77,8 +77,14 @@ class Signal {
   // true if notified before `until` (the flag is then consumed).
   bool wait_until(steady::time_point until);
   void notify(bool node_deleted);
+  // A watched node was deleted: `node`, its path.
+  void notify_deleted(std::string node);
   // Whether a watched node was deleted since the last take (consumed).
   bool take_deleted();
+  // Whether `node` was among the watched nodes deleted since the last take
+  // (all consumed): a watch left on a node no longer of interest can't be
+  // mistaken for the one that matters now.
+  bool take_deleted(std::string_view node);
 
   std::uint64_t id = 0;  // its watches' id; set by Session under its watch mutex
 
@@ -87,6 +93,7 @@ class Signal {
   std::condition_variable cv_;
   bool notified_ = false;
   bool deleted_ = false;
+  std::vector<std::string> deleted_nodes_;
 };
 
 class Session {
@@ -109,6 +116,9 @@ class Session {
   std::int64_t session_id() const;
   // Whether the ensemble is reachable right now.
   bool connected() const;
+  // Waits until it is (a dropped connection reconnected, or an expired
+  // session replaced); false if not by `deadline` or while shutting down.
+  bool wait_connected(steady::time_point deadline);
 
   // Asynchronous calls; wait on the returned Call. If the session has just
   // expired, each first waits (until `deadline`) for its replacement.
@@ -153,7 +163,7 @@ class Session {
   // Deletes `node` when the ensemble can be reached, retrying; ends with the session.
   void delete_later(const std::string& node);
   // Deletes the node whose name contains `marker` under `parent` when the
-  // ensemble can be reached (a create whose reply was lost).
+  // ensemble can be reached (a create whose reply was lost, given up on).
   void delete_later_by_marker(const std::string& parent, const std::string& marker);
 
   // Signals notified on every session change, so waiters re-check.

@@ -9,12 +9,14 @@
 //
 // Acquire: create our node, list the children (both sent back to back: one
 // round trip when the lock is free). If ours is lowest we hold it; else we
-// watch only the node just before ours, so a release wakes exactly one
-// waiter. When the node we watch was the lowest and it is deleted, we are
-// lowest — sequence numbers only grow, nothing can appear before us — so
-// that handoff costs the holder's delete and one notification, nothing
-// more. A waiter that gives up deletes its node; one that dies loses it
-// with its session.
+// watch one node before ours (see decide()), so a release wakes the next
+// holder and at most one waiter more, never a herd. When the node we watch
+// is the last one before ours and it is deleted, we are lowest — sequence
+// numbers only grow, nothing can appear before us — so that handoff costs
+// the holder's delete and one notification, nothing more. A waiter that
+// gives up deletes its node; one that dies loses it with its session. A
+// create whose reply is lost with the connection is found again by its
+// node's unique prefix, keeping its place, never made twice.
 //
 // Fencing token: the creation zxid of our node. zxids are issued in the
 // order the ensemble applies writes, so a later holder's node (created
@@ -43,6 +45,7 @@
 
 #include <algorithm>
 #include <map>
+#include <thread>
 #include <utility>
 
 namespace dlock::detail {
@@ -102,7 +105,9 @@ struct Contender {
   std::string node;                // our node's full path; empty: none yet
   std::uint64_t generation = 0;    // the session it was made in
   std::uint64_t czxid = 0;
-  bool last_blocker = false;  // the node we watch is the only one before ours that blocks us
+  std::string watched;        // the node we watch (full path)
+  bool last_blocker = false;  // it is the only one before ours that blocks us
+  std::string then_watch;     // once it is gone, the only one left before ours (empty: list again)
   bool granted = false;
 };
 
@@ -173,10 +178,15 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     auto c = find(request.owner, request.name);  // null: a try_lock that must leave no trace
     const std::uint64_t generation = session_.generation();
 
-    // The last node that blocked ours is gone: nothing can have appeared
-    // before ours since (sequence numbers only grow), so we hold it now.
-    if (c && !c->node.empty() && c->generation == generation && c->last_blocker && c->signal->take_deleted())
-      return grant(request, *c, sent);
+    // The node we watch is gone, and we know what that leaves before ours
+    // (nothing can have appeared there since: sequence numbers only grow).
+    if (c && !c->node.empty() && c->generation == generation && c->signal->take_deleted(c->watched)) {
+      // It was the last one that blocked ours: we hold the lock now.
+      if (c->last_blocker) return grant(request, *c, sent);
+      // It was the first of two: the other is the last one now.
+      if (!c->then_watch.empty())
+        return watch_blocker(request, *c, std::exchange(c->then_watch, {}), true, {}, sent, deadline, step);
+    }
 
     std::vector<std::string> children;
     if (!c || c->node.empty() || c->generation != generation) {
@@ -378,19 +388,23 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
                            steady::time_point deadline, const std::string& step) {
     auto prefix = node_prefix(kind);
     if (!prefix) return prefix.status();
-    for (int attempt = 0;; ++attempt) {
+    bool made_parents = false;
+    for (;;) {
       auto create = session_.create(path + "/" + *prefix, ZOO_EPHEMERAL_SEQUENTIAL, deadline, data);
       auto list = session_.get_children(path, deadline);
-      if (!create->wait_until(deadline) || create->rc == ZCONNECTIONLOSS || create->rc == ZOPERATIONTIMEOUT) {
-        // It may have been made: find it by its unique prefix and delete it
-        // once the ensemble answers; never leave a second node of ours.
-        session_.delete_later_by_marker(path, *prefix);
-        return create->rc == ZCONNECTIONLOSS ? to_status(create->rc, step, path) : no_reply(step);
+      if (!create->wait_until(deadline)) return forget_create(path, *prefix, step);
+      if (reply_lost(create->rc)) {
+        // It may have been made: find it rather than make a second one.
+        auto found = find_created(path, *prefix, create->generation, deadline, step);
+        if (!found) return found.status();
+        if (*found) return std::move(**found);
+        continue;  // it was not made, or died with its session: make it (the same prefix)
       }
-      if (create->rc == ZNONODE && attempt == 0) {
+      if (create->rc == ZNONODE && !made_parents) {
         // The lock's node (or an ancestor) doesn't exist yet, or an empty
         // container was just reaped: make them, then once more.
         if (Status s = session_.create_parents(path + "/" + *prefix, deadline, step); !s) return s;
+        made_parents = true;
         continue;
       }
       if (create->rc != ZOK) return to_status(create->rc, step, path);
@@ -409,11 +423,79 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     }
   }
 
+  // The connection dropped with the call in flight: it may or may not
+  // have been applied (ZOPERATIONTIMEOUT: the client gave up on a silent
+  // connection and dropped it).
+  static bool reply_lost(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
+
+  // A create whose reply was lost, found again (Curator's protected mode):
+  // once the session is reachable again, a child with our prefix (unique
+  // to this create) is our node, kept with its place in the queue. The
+  // session's requests are applied in the order sent, across reconnects
+  // (a request forwarded after the session moved to another server is
+  // refused), so a create that isn't listed then never will be. nullopt:
+  // not made, or made in a session that has since expired (its ephemeral
+  // node went with it): make it again. Past `deadline` the caller gets an
+  // error, so a node that may exist is deleted once the ensemble answers.
+  Result<std::optional<Made>> find_created(const std::string& path, const std::string& prefix,
+                                           std::uint64_t generation, steady::time_point deadline,
+                                           const std::string& step) {
+    for (;;) {
+      if (!session_.wait_connected(deadline)) break;
+      if (session_.generation() != generation) return std::optional<Made>();
+      auto list = session_.get_children(path, deadline);
+      if (!list->wait_until(deadline)) break;
+      if (list->generation != generation) return std::optional<Made>();
+      if (reply_lost(list->rc)) {
+        // The client may not have noticed the drop yet: don't spin on it.
+        std::this_thread::sleep_for(milliseconds(5));
+        continue;
+      }
+      if (list->rc == ZNONODE) return std::optional<Made>();
+      if (list->rc != ZOK) {
+        session_.delete_later_by_marker(path, prefix);
+        return to_status(list->rc, step, path);
+      }
+      const auto ours = std::find_if(list->children.begin(), list->children.end(),
+                                     [&](const std::string& child) { return child.starts_with(prefix); });
+      if (ours == list->children.end()) return std::optional<Made>();
+      const std::string node = path + "/" + *ours;
+      auto stat = session_.exists(node, deadline);  // its creation zxid: the fencing token
+      if (!stat->wait_until(deadline)) break;
+      if (reply_lost(stat->rc)) continue;
+      if (stat->rc == ZNONODE || stat->generation != generation) return std::optional<Made>();
+      if (stat->rc != ZOK) {
+        session_.delete_later(node);
+        return to_status(stat->rc, step, node);
+      }
+      return std::optional<Made>(
+          Made{node, static_cast<std::uint64_t>(stat->stat.czxid), generation, std::move(list->children)});
+    }
+    return forget_create(path, prefix, step);
+  }
+
+  // The caller gives up on a create that may have been applied: its node,
+  // if any, is found by its prefix and deleted once the ensemble answers,
+  // never left to block the queue.
+  Status forget_create(const std::string& path, const std::string& prefix, const std::string& step) {
+    session_.delete_later_by_marker(path, prefix);
+    return no_reply(step);
+  }
+
   // Our node's place in the queue. A mutex or a writer holds the lock when
-  // its node is lowest, and else watches the node just before its own; a
-  // reader holds it when no writer's node is before its own, and else
-  // watches the first such writer (Curator's read-write lock rules). A
-  // try_lock that doesn't hold it leaves.
+  // its node is lowest; a reader when no writer's node is before its own,
+  // and else it watches the first such writer (Curator's read-write lock
+  // rules). A try_lock that doesn't hold it leaves.
+  //
+  // A mutex or a writer with one node before its own watches it: that
+  // node's deletion alone grants the lock. With two, it watches the first,
+  // then the second once the first is gone — the second is then the only
+  // one left, so the handoff to us is again one deletion and one
+  // notification, with no listing between the release and the grant. With
+  // more, it watches the one two before its own and lists again when that
+  // goes, while the one just before its own is the next holder at best.
+  // Each waiter has one watch at a time, and a node has at most two
+  // watchers (the two after it), however long the queue.
   Result<Attempt> decide(const LockRequest& request, Contender& c, const std::string& path,
                          std::vector<std::string> children, steady::time_point sent, steady::time_point deadline,
                          const std::string& step, bool waiting) {
@@ -421,10 +503,13 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     const auto ours = std::find(queue.begin(), queue.end(), basename(c.node));
     auto blocker = queue.end();  // the node to watch
     bool last_blocker = false;
+    std::string then_watch;
     if (ours != queue.end() && ours != queue.begin()) {
       if (request.kind != LockKind::read) {
-        blocker = ours - 1;
-        last_blocker = ours - queue.begin() == 1;
+        const auto before = ours - queue.begin();
+        blocker = before == 1 ? ours - 1 : ours - 2;
+        last_blocker = before == 1;
+        if (before == 2) then_watch = path + "/" + *(ours - 1);
       } else {
         const auto writes = [](const std::string& n) { return n.find(write_marker) != std::string::npos; };
         blocker = std::find_if(queue.begin(), ours, writes);
@@ -446,14 +531,33 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       c.signal->notify(false);
       return Attempt(Busy{});
     }
-    const std::string watched_node = path + "/" + *blocker;
-    c.last_blocker = last_blocker;
-    (void)c.signal->take_deleted();  // about an earlier blocker
-    auto watched = session_.watch(watched_node, c.signal, deadline);
-    if (!watched->wait_until(deadline)) return no_reply(step);
-    if (watched->rc == ZNONODE) c.signal->notify(last_blocker);  // gone before we watched: look again now
-    else if (watched->rc != ZOK) return to_status(watched->rc, step, watched_node);
-    return Attempt(Busy{});
+    return watch_blocker(request, c, path + "/" + *blocker, last_blocker, std::move(then_watch), sent, deadline, step);
+  }
+
+  // Watches `node`, a node before ours. `last`: it is the only one left
+  // that blocks ours; `then`: once it is gone, the only one left. A node
+  // already gone is passed at once.
+  Result<Attempt> watch_blocker(const LockRequest& request, Contender& c, std::string node, bool last,
+                                std::string then, steady::time_point sent, steady::time_point deadline,
+                                const std::string& step) {
+    for (;;) {
+      c.watched = std::move(node);
+      c.last_blocker = last;
+      c.then_watch = std::move(then);
+      (void)c.signal->take_deleted();  // about an earlier blocker
+      auto watched = session_.watch(c.watched, c.signal, deadline);
+      if (!watched->wait_until(deadline)) return no_reply(step);
+      if (watched->rc == ZOK) return Attempt(Busy{});
+      if (watched->rc != ZNONODE) return to_status(watched->rc, step, c.watched);
+      if (last) return grant(request, c, sent);
+      if (c.then_watch.empty()) {
+        c.signal->notify(false);  // list again now
+        return Attempt(Busy{});
+      }
+      node = std::exchange(c.then_watch, {});
+      then.clear();
+      last = true;
+    }
   }
 
   Attempt grant(const LockRequest& request, Contender& c, steady::time_point sent) {
