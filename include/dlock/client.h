@@ -51,6 +51,10 @@ struct LockInfo {
   // Lease left as the store sees it; nullopt if the lock lives as long as
   // its holder's session.
   std::optional<std::chrono::milliseconds> remaining;
+  // What is held: "mutex"; on stores that have them also "write" and "read"
+  // (a SharedMutex's holders), "leader" (an Election's; `holder` starts
+  // with its id) and "permit" (one per Semaphore permit out).
+  std::string kind = "mutex";
 };
 
 // Counters since the client was made (for metrics and tests).
@@ -116,7 +120,8 @@ class Client {
   // elections (so far: zk:// only). No remote call.
   Election election(std::string name);
 
-  // Locks currently held whose names start with `prefix`.
+  // Locks currently held whose names start with `prefix` (see LockInfo::kind
+  // for what else a store may list), sorted by name.
   std::vector<LockInfo> list_locks(std::string_view prefix = {});
 
   // One round trip to the store with no lock logic: a health check, and the

@@ -353,6 +353,7 @@ TEST_P(Conformance, StatusListsHeldLocks) {
   auto locks = c->list_locks("conformance/");
   ASSERT_EQ(locks.size(), 1u);
   EXPECT_EQ(locks[0].name, lock_name() + "/listed");
+  EXPECT_EQ(locks[0].kind, "mutex");
   EXPECT_EQ(locks[0].token, m.token());
   if (GetParam().reports_remaining) EXPECT_TRUE(locks[0].remaining && *locks[0].remaining > 0ms);
   else EXPECT_FALSE(locks[0].remaining.has_value()) << "a session-bound lock has no lease to report";
@@ -433,6 +434,29 @@ TEST_P(SharedConformance, ReadersShareAndAWriterWaitsForThemAll) {
   std::unique_lock exclusive(writer, std::defer_lock);
   ASSERT_TRUE(exclusive.try_lock_for(scaled(2s)));
   EXPECT_GT(writer.token(), 0u);
+}
+
+TEST_P(SharedConformance, StatusListsTheReadersOrTheWriter) {
+  auto a = client(), b = client();
+  auto ra = a->shared_mutex(lock_name()), rb = b->shared_mutex(lock_name());
+  ra.lock_shared();
+  rb.lock_shared();
+  auto listed = a->list_locks(lock_name());
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].kind, "read");
+  EXPECT_EQ(listed[1].kind, "read");
+  EXPECT_EQ(listed[0].token, std::min(ra.token(), rb.token()));
+  EXPECT_EQ(listed[1].token, std::max(ra.token(), rb.token()));
+  ra.unlock_shared();
+  rb.unlock_shared();
+  auto writer = b->shared_mutex(lock_name());
+  writer.lock();
+  listed = a->list_locks(lock_name());
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].kind, "write");
+  EXPECT_EQ(listed[0].token, writer.token());
+  writer.unlock();
+  EXPECT_TRUE(a->list_locks(lock_name()).empty());
 }
 
 TEST_P(SharedConformance, AWriterExcludesReadersAndWriters) {

@@ -87,6 +87,20 @@ TEST_P(ElectionConformance, OneLeaderAtATimeAmongThreeClients) {
   EXPECT_EQ(terms.load(), 30);
 }
 
+TEST_P(ElectionConformance, StatusListsTheLeaderById) {
+  auto c = client();
+  auto election = c->election(election_name());
+  election.campaign("listed-leader");
+  auto listed = c->list_locks(election_name());
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].kind, "leader");
+  EXPECT_EQ(listed[0].name, election_name());
+  EXPECT_EQ(listed[0].token, election.token());
+  EXPECT_NE(listed[0].holder.find("listed-leader"), std::string::npos) << listed[0].holder;
+  election.resign();
+  EXPECT_TRUE(c->list_locks(election_name()).empty());
+}
+
 TEST_P(ElectionConformance, ResignHandsLeadershipToTheNextInLine) {
   auto observer = client();
   auto watch = observer->election(election_name());

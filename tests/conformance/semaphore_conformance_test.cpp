@@ -159,6 +159,24 @@ TEST_P(SemaphoreConformance, ADeadHoldersPermitComesBack) {
   EXPECT_EQ(semaphore.in_use(), 1);
 }
 
+TEST_P(SemaphoreConformance, StatusListsEveryPermitOut) {
+  auto c = client();
+  auto semaphore = c->semaphore(name(), 3);
+  semaphore.acquire();
+  const auto first = semaphore.token();
+  semaphore.acquire();
+  auto listed = c->list_locks(name());
+  ASSERT_EQ(listed.size(), 2u);
+  for (const auto& l : listed) {
+    EXPECT_EQ(l.name, name());
+    EXPECT_EQ(l.kind, "permit");
+  }
+  EXPECT_EQ(listed[0].token, first);
+  EXPECT_EQ(listed[1].token, semaphore.token());
+  semaphore.release(2);
+  EXPECT_TRUE(c->list_locks(name()).empty());
+}
+
 TEST_P(SemaphoreConformance, MisuseIsRefusedAndChangesNothing) {
   auto c = client();
   EXPECT_EQ(thrown([&] { (void)c->semaphore(name(), 0); }), errc::invalid_argument);

@@ -22,7 +22,8 @@ int status_cmd(const StatusArgs& args) {
     std::cout << "[";
     for (std::size_t i = 0; i < locks.size(); ++i) {
       const auto& l = locks[i];
-      std::cout << (i ? ",\n " : "") << "{\"name\":" << json_string(l.name) << ",\"holder\":" << json_string(l.holder)
+      std::cout << (i ? ",\n " : "") << "{\"name\":" << json_string(l.name) << ",\"kind\":" << json_string(l.kind)
+                << ",\"holder\":" << json_string(l.holder)
                 << ",\"token\":" << l.token << ",\"remaining_ms\":"
                 << (l.remaining ? std::to_string(l.remaining->count()) : "null") << "}";
     }
@@ -34,10 +35,10 @@ int status_cmd(const StatusArgs& args) {
               << client->url() << "\n";
     return 0;
   }
-  std::printf("%-32s %-32s %12s %10s\n", "NAME", "HOLDER", "TOKEN", "LEASE");
+  std::printf("%-32s %-7s %-32s %12s %10s\n", "NAME", "KIND", "HOLDER", "TOKEN", "LEASE");
   for (const auto& l : locks) {
     std::string lease = l.remaining ? std::to_string(l.remaining->count()) + "ms" : "session";
-    std::printf("%-32s %-32s %12llu %10s\n", l.name.c_str(), l.holder.c_str(),
+    std::printf("%-32s %-7s %-32s %12llu %10s\n", l.name.c_str(), l.kind.c_str(), l.holder.c_str(),
                 static_cast<unsigned long long>(l.token), lease.c_str());
   }
   return 0;

@@ -45,6 +45,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <thread>
 #include <utility>
 
@@ -58,6 +59,7 @@ constexpr std::string_view lock_marker = "-lock-";
 constexpr std::string_view read_marker = "__READ__";
 constexpr std::string_view write_marker = "__WRIT__";
 constexpr std::string_view latch_marker = "-latch-";
+constexpr std::string_view lease_marker = "-lease-";
 
 // What follows "_c_<uuid>-" in a contender's node name, per primitive:
 // Curator's InterProcessMutex ("lock-"), InterProcessReadWriteLock and
@@ -89,6 +91,27 @@ std::vector<std::string> contenders(std::vector<std::string> children, LockKind 
   std::sort(children.begin(), children.end(),
             [](const std::string& a, const std::string& b) { return sequence_of(a) < sequence_of(b); });
   return children;
+}
+
+// Who holds what among one node's children, (child, kind) — kind as in
+// LockInfo::kind: the lowest "-lock-" node (mutex), the lowest "-latch-"
+// node (leader), and in a read-write lock the writer at the head or the
+// readers before the first writer.
+std::vector<std::pair<std::string, std::string>> holders(const std::vector<std::string>& children) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (auto q = contenders(children, LockKind::mutex); !q.empty()) out.emplace_back(q.front(), "mutex");
+  if (auto q = contenders(children, LockKind::latch); !q.empty()) out.emplace_back(q.front(), "leader");
+  const auto rw = contenders(children, LockKind::read);
+  const auto is_writer = [](const std::string& node) { return node.find(write_marker) != std::string::npos; };
+  if (!rw.empty() && is_writer(rw.front())) {
+    out.emplace_back(rw.front(), "write");
+  } else {
+    for (const auto& node : rw) {
+      if (is_writer(node)) break;
+      out.emplace_back(node, "read");
+    }
+  }
+  return out;
 }
 
 std::string basename(const std::string& path) { return path.substr(path.rfind('/') + 1); }
@@ -320,13 +343,20 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   }
 
   // Walks the tree under the root, one level per round trip.
+  // Walks the tree under the root, one level per round trip, and reports
+  // the holders of every recipe it recognises: a mutex's lowest node, a
+  // read-write lock's writer or readers, an election's leader, and a
+  // semaphore's leases.
   Result<std::vector<LockInfo>> list(std::string_view prefix) override {
     const auto deadline = steady::now() + session_.config().op_timeout;
     constexpr std::string_view step = "listing locks";
     const std::string& root = session_.config().root;
     const std::string base = root == "/" ? "" : root;
     std::vector<std::string> level{""};  // names relative to the root
-    std::vector<std::pair<std::string, std::string>> held;  // (name, head node path)
+    struct Held {
+      std::string name, node, kind;
+    };
+    std::vector<Held> held;
     constexpr std::size_t max_nodes = 100'000;
     std::size_t visited = 0;
     while (!level.empty()) {
@@ -340,31 +370,50 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
         visited += calls[i]->children.size();
         if (visited > max_nodes)
           return Status(errc::unsupported, "listing locks: more than 100,000 nodes under " + root);
-        auto queue = contenders(calls[i]->children, LockKind::mutex);
-        if (!queue.empty() && !level[i].empty() && level[i].starts_with(prefix))
-          held.emplace_back(level[i], base + "/" + level[i] + "/" + queue.front());
+        const std::string& name = level[i];
+        const std::string path = base + "/" + name + "/";
+        if (!name.empty() && name.starts_with(prefix)) {
+          for (const auto& h : holders(calls[i]->children)) held.push_back({name, path + h.first, h.second});
+        }
+        // A semaphore's leases: <name>/leases/_c_…-lease-…, one per permit out.
+        const auto leases_at = name.size() >= 7 ? name.size() - 7 : std::string::npos;
+        if (leases_at != std::string::npos && name.compare(leases_at, 7, "/leases") == 0 &&
+            name.substr(0, leases_at).starts_with(prefix)) {
+          for (const auto& child : calls[i]->children)
+            if (child.find(lease_marker) != std::string::npos) held.push_back({name.substr(0, leases_at), path + child, "permit"});
+        }
         for (const auto& child : calls[i]->children) {
-          if (is_contender(child, LockKind::mutex) || is_contender(child, LockKind::read)) continue;
-          std::string name = level[i].empty() ? child : level[i] + "/" + child;
-          // Only subtrees that can hold a name with this prefix.
-          if (name.starts_with(prefix) || std::string_view(prefix).starts_with(name + "/"))
-            next.push_back(std::move(name));
+          if (is_contender(child, LockKind::mutex) || is_contender(child, LockKind::read) ||
+              is_contender(child, LockKind::latch) || child.find(lease_marker) != std::string::npos)
+            continue;
+          std::string below = name.empty() ? child : name + "/" + child;
+          // Only subtrees that can hold a name with this prefix (a
+          // semaphore's leases are listed under its name).
+          if (below.starts_with(prefix) || std::string_view(prefix).starts_with(below + "/") ||
+              (child == "leases" && name.starts_with(prefix)))
+            next.push_back(std::move(below));
         }
       }
       level = std::move(next);
     }
-    std::vector<CallPtr> stats;
-    for (const auto& h : held) stats.push_back(session_.exists(h.second, deadline));
+    // An election's leader is known by its id (the node's data).
+    std::vector<CallPtr> reads;
+    for (const auto& h : held)
+      reads.push_back(h.kind == "leader" ? session_.get(h.node, deadline) : session_.exists(h.node, deadline));
     std::vector<LockInfo> out;
     for (std::size_t i = 0; i < held.size(); ++i) {
-      if (!stats[i]->wait_until(deadline)) return no_reply(step);
-      if (stats[i]->rc != ZOK) continue;  // released meanwhile
+      if (!reads[i]->wait_until(deadline)) return no_reply(step);
+      if (reads[i]->rc != ZOK) continue;  // released meanwhile
       char owner[32];
-      std::snprintf(owner, sizeof owner, "0x%llx", static_cast<unsigned long long>(stats[i]->stat.ephemeralOwner));
-      out.push_back(LockInfo{held[i].first, std::string("session ") + owner,
-                             static_cast<std::uint64_t>(stats[i]->stat.czxid), std::nullopt});
+      std::snprintf(owner, sizeof owner, "0x%llx", static_cast<unsigned long long>(reads[i]->stat.ephemeralOwner));
+      std::string holder = std::string("session ") + owner;
+      if (held[i].kind == "leader" && !reads[i]->data.empty()) holder = "'" + reads[i]->data + "', " + holder;
+      out.push_back(LockInfo{held[i].name, std::move(holder), static_cast<std::uint64_t>(reads[i]->stat.czxid),
+                             std::nullopt, held[i].kind});
     }
-    std::sort(out.begin(), out.end(), [](const LockInfo& a, const LockInfo& b) { return a.name < b.name; });
+    std::sort(out.begin(), out.end(), [](const LockInfo& a, const LockInfo& b) {
+      return std::tie(a.name, a.kind, a.token) < std::tie(b.name, b.kind, b.token);
+    });
     return out;
   }
 
