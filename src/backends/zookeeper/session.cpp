@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 namespace dlock::detail::zookeeper {
 namespace {
@@ -237,10 +238,31 @@ void Session::on_watch(zhandle_t* zh, int type, int, const char* path, void* con
   auto* ctx = static_cast<const HandleContext*>(zoo_get_context(zh));
   Session& self = *ctx->session;
   std::shared_ptr<Signal> signal;
+  std::optional<std::string> held_node;
   {
     std::lock_guard lk(self.watch_mu_);
-    auto it = self.watches_.find(reinterpret_cast<std::uintptr_t>(context));
-    if (it != self.watches_.end()) signal = it->second.lock();
+    const auto id = reinterpret_cast<std::uintptr_t>(context);
+    if (auto it = self.watches_.find(id); it != self.watches_.end()) {
+      signal = it->second.lock();
+    } else if (auto h = self.held_watches_.find(id); h != self.held_watches_.end()) {
+      held_node = std::move(h->second);
+      self.held_watches_.erase(h);  // one-shot
+    }
+  }
+  if (held_node) {
+    // The monitor fires the hold: never a stop callback on the C client's
+    // thread, which would wait for itself. Any other event (a change of
+    // data, which our recipes never make) spends the watch: the
+    // watchdog's checks remain.
+    if (type == ZOO_DELETED_EVENT) {
+      {
+        std::lock_guard lk(self.mu_);
+        self.deleted_held_.push_back(std::move(*held_node));
+        self.kicked_ = true;
+      }
+      self.cv_.notify_all();
+    }
+    return;
   }
   if (!signal) return;
   if (type == ZOO_DELETED_EVENT && path) signal->notify_deleted(path);
@@ -374,21 +396,42 @@ Status Session::create_parents(const std::string& path, steady::time_point deadl
   return {};
 }
 
-std::stop_token Session::hold(const std::string& node, steady::time_point lease_end) {
+std::stop_token Session::hold(const std::string& node, steady::time_point lease_end, bool watch_deletion) {
   bool wake;
   std::stop_token token;
   {
     std::lock_guard lk(mu_);
-    held_[node] = lease_end;
-    token = drop_.get_token();
+    auto& held = held_[node];
+    held = Held{lease_end, std::stop_source()};
+    token = held.dropped.get_token();
     wake = lease_end != steady::time_point::max();
     kicked_ = kicked_ || wake;
   }
   if (wake) cv_.notify_all();
+  if (watch_deletion) watch_held(node);
   return token;
 }
 
+void Session::watch_held(const std::string& node) {
+  void* id;
+  {
+    std::lock_guard lk(watch_mu_);
+    const std::uint64_t n = next_watch_++;
+    held_watches_[n] = node;
+    id = reinterpret_cast<void*>(static_cast<std::uintptr_t>(n));
+  }
+  // Not waited for: if the node is already gone no watch is left, and the
+  // watchdog's next check finds out instead.
+  (void)call(steady::now() + config_.op_timeout, [node, id](zhandle_t* zh, CallPtr* data) {
+    return zoo_awget(zh, node.c_str(), &Session::on_watch, id, on_data, data);
+  });
+}
+
 bool Session::unhold(const std::string& node) {
+  {
+    std::lock_guard lk(watch_mu_);
+    std::erase_if(held_watches_, [&](const auto& w) { return w.second == node; });
+  }
   std::lock_guard lk(mu_);
   return held_.erase(node) > 0;
 }
@@ -453,12 +496,19 @@ void Session::remove_waiter(const std::shared_ptr<Signal>& signal) {
 // callbacks run here, outside every lock) and its node is deleted as soon
 // as the ensemble answers, if the session still has it.
 void Session::drop_holds(std::unique_lock<std::mutex>& lk) {
-  for (const auto& [node, lease_end] : held_) orphans_.insert(node);
+  std::vector<std::stop_source> fired;
+  for (auto& [node, held] : held_) {
+    orphans_.insert(node);
+    fired.push_back(std::move(held.dropped));
+  }
   held_.clear();
   next_sweep_ = steady::time_point::min();
-  std::stop_source fired = std::exchange(drop_, std::stop_source());
   lk.unlock();
-  fired.request_stop();
+  {
+    std::lock_guard wl(watch_mu_);
+    held_watches_.clear();
+  }
+  for (auto& f : fired) f.request_stop();
   lk.lock();
 }
 
@@ -534,9 +584,23 @@ void Session::monitor() {
     if (!config_.lost_on_suspend && !connected_ && suspended_at_ != steady::time_point::max() &&
         now >= suspended_at_ + negotiated_ / 4 && !held_.empty())
       drop_holds(lk);
+    // Held nodes a watch saw go: someone else deleted them, lost now.
+    if (!deleted_held_.empty()) {
+      std::vector<std::stop_source> fired;
+      for (const auto& node : std::exchange(deleted_held_, {})) {
+        if (auto it = held_.find(node); it != held_.end()) {
+          fired.push_back(std::move(it->second.dropped));
+          held_.erase(it);
+        }
+      }
+      lk.unlock();
+      for (auto& f : fired) f.request_stop();
+      lk.lock();
+      continue;
+    }
     // Fixed leases that ran out: the lock is no longer ours to keep.
     for (auto it = held_.begin(); it != held_.end();) {
-      if (now >= it->second) {
+      if (now >= it->second.lease_end) {
         orphans_.insert(it->first);
         next_sweep_ = steady::time_point::min();
         it = held_.erase(it);
@@ -549,11 +613,11 @@ void Session::monitor() {
       continue;
     }
     auto wake = now + std::chrono::seconds(1);
-    for (const auto& [node, lease_end] : held_) wake = std::min(wake, lease_end);
+    for (const auto& [node, held] : held_) wake = std::min(wake, held.lease_end);
     if (!config_.lost_on_suspend && suspended_at_ != steady::time_point::max())
       wake = std::min(wake, suspended_at_ + negotiated_ / 4);
     if (connected_ && (!orphans_.empty() || !lost_creates_.empty())) wake = std::min(wake, next_sweep_);
-    cv_.wait_until(lk, wake, [&] { return stopping_ || kicked_ || !events_.empty(); });
+    cv_.wait_until(lk, wake, [&] { return stopping_ || kicked_ || !events_.empty() || !deleted_held_.empty(); });
   }
 }
 

@@ -151,7 +151,9 @@ class Session {
   // A lock node is ours now: `dropped()` of the returned token fires when
   // the session policy declares it lost. `lease_end`: delete it then
   // (fixed leases; max() for none).
-  std::stop_token hold(const std::string& node, steady::time_point lease_end);
+  // `watch_deletion`: also fire it as soon as the node is deleted by anyone
+  // else (a watch on it; otherwise the watchdog's next check finds out).
+  std::stop_token hold(const std::string& node, steady::time_point lease_end, bool watch_deletion = false);
   // Whether `node` is still held (not dropped); removes it from the books.
   bool unhold(const std::string& node);
   bool holds(const std::string& node) const;
@@ -190,6 +192,8 @@ class Session {
   bool reissue(const CallPtr& c, steady::time_point deadline);
   void monitor();
   void drop_holds(std::unique_lock<std::mutex>& lk);
+  // Leaves a one-shot watch on a held node whose deletion fires its hold.
+  void watch_held(const std::string& node);
   void sweep(std::unique_lock<std::mutex>& lk);
 
   const Config config_;
@@ -212,12 +216,17 @@ class Session {
   std::int64_t session_id_ = 0;
   std::chrono::milliseconds negotiated_{};
   steady::time_point suspended_at_ = steady::time_point::max();
-  std::stop_source drop_;                   // fired and replaced at each drop
-  std::map<std::string, steady::time_point> held_;   // node -> lease end (max: none)
+  struct Held {
+    steady::time_point lease_end;  // max: none
+    std::stop_source dropped;      // fired when the policy or a deletion takes it from us
+  };
+  std::map<std::string, Held> held_;                 // node -> its hold
+  std::vector<std::string> deleted_held_;            // held nodes a watch saw deleted, for the monitor
   std::set<std::string> orphans_;                    // nodes to delete
   std::set<std::pair<std::string, std::string>> lost_creates_;  // (parent, marker)
   std::set<std::shared_ptr<Signal>> waiters_;
   std::unordered_map<std::uint64_t, std::weak_ptr<Signal>> watches_;  // guarded by watch_mu_
+  std::unordered_map<std::uint64_t, std::string> held_watches_;       // guarded by watch_mu_: id -> held node
   std::mutex watch_mu_;
   std::uint64_t next_watch_ = 1;                      // guarded by watch_mu_
   std::thread monitor_;

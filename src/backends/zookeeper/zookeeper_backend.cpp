@@ -613,7 +613,11 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     Grant g;
     g.token = c.czxid;
     g.valid_until = sent + request.lease;
-    g.dropped = session_.hold(c.node, request.mode == LeaseMode::fixed ? g.valid_until : steady::time_point::max());
+    // A leader is told at once if its node is deleted under it (its
+    // leadership may last hours); a mutex holder at its next renewal, which
+    // saves a watch, and the notification our own delete would trigger, per lock.
+    g.dropped = session_.hold(c.node, request.mode == LeaseMode::fixed ? g.valid_until : steady::time_point::max(),
+                              request.kind == LockKind::latch);
     auto state = std::make_unique<NodeGrant>();
     state->node = c.node;
     g.state = std::move(state);
