@@ -16,8 +16,9 @@
 // lost_on policy) or its node is deleted by someone else, is_leader() turns
 // false, lost() true, and stop_token() is signalled, as for a Mutex whose
 // lease is lost. Stop acting as leader then, resign(), and campaign again
-// if you still want to lead. A session change counts as soon as the client
-// sees it; a deleted node at the next check of it (every 10 s).
+// if you still want to lead. Both count as soon as the client sees them
+// (the leader keeps a watch on its own node; the watchdog's check every
+// 10 s is the safety net).
 //
 // Why a fencing token: two processes can both believe they lead for a
 // moment (a leader paused past its session timeout wakes up before it
