@@ -26,21 +26,16 @@ Result<std::string> Barriers::join(const std::string& name, steady::time_point d
   auto member = random_uuid();
   if (!member) return member;
   const std::string node = lock_path(session_.config(), name) + "/" + *member;
-  for (int attempt = 0;; ++attempt) {
-    auto create = session_.create(node, ZOO_EPHEMERAL, deadline);
-    if (!create->wait_until(deadline) || create->rc == ZCONNECTIONLOSS || create->rc == ZOPERATIONTIMEOUT) {
-      // It may have been made: it must not count as a member.
-      session_.delete_later(node);
-      return create->rc == ZCONNECTIONLOSS ? to_status(create->rc, step, node) : no_reply(step);
-    }
-    if (create->rc == ZNONODE && attempt == 0) {
-      // The barrier's node (or an ancestor) is missing: make them, then once more.
-      if (Status s = session_.create_parents(node, deadline, step); !s) return s;
-      continue;
-    }
-    if (create->rc != ZOK) return to_status(create->rc, step, node);
-    return member;
+  auto create = session_.create_with_parents(node, ZOO_EPHEMERAL, deadline, step);
+  if (!create) return create.status();
+  const CallPtr& made = *create;
+  if (!made->wait_until(deadline) || Session::reply_lost(made->rc)) {
+    // It may have been made: it must not count as a member.
+    session_.delete_later(node);
+    return made->rc == ZCONNECTIONLOSS ? to_status(made->rc, step, node) : no_reply(step);
   }
+  if (made->rc != ZOK) return to_status(made->rc, step, node);
+  return member;
 }
 
 Result<BarrierCheck> Barriers::entered(const std::string& name, const std::string& member, int parties, bool watch,
@@ -117,10 +112,7 @@ Result<BarrierCheck> Barriers::left(const std::string& name, const std::string& 
 }
 
 void Barriers::remove(const std::string& name, const std::string& member, steady::time_point deadline) noexcept {
-  const std::string node = lock_path(session_.config(), name) + "/" + member;
-  if (session_.connected() && removed(*session_.remove(node, deadline), deadline, "", node)) return;
-  // Gone as soon as the ensemble answers (or with the session).
-  session_.delete_later(node);
+  session_.discard(lock_path(session_.config(), name) + "/" + member, deadline);
 }
 
 }  // namespace dlock::detail::zookeeper

@@ -76,17 +76,13 @@ Result<bool> write_count(Session& session, const std::string& path, const CountN
     if (Status s = to_status(set->rc, step, path); !s) return s;
     return true;
   }
-  for (bool parents_made = false;; parents_made = true) {
-    auto create = session.create(path, persistent, deadline, bytes);
-    if (!create->wait_until(deadline)) return no_reply(step);
-    if (create->rc == ZNODEEXISTS) return false;  // someone created it first
-    if (create->rc == ZNONODE && !parents_made) {
-      if (Status s = session.create_parents(path, deadline, step); !s) return s;
-      continue;
-    }
-    if (Status s = to_status(create->rc, step, path); !s) return s;
-    return true;
-  }
+  auto create = session.create_with_parents(path, persistent, deadline, step, bytes);
+  if (!create) return create.status();
+  const CallPtr& made = *create;
+  if (!made->wait_until(deadline)) return no_reply(step);
+  if (made->rc == ZNODEEXISTS) return false;  // someone created it first
+  if (Status s = to_status(made->rc, step, path); !s) return s;
+  return true;
 }
 
 Result<std::int64_t> Counters::load(const std::string& name, steady::time_point deadline) {

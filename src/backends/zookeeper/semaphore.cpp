@@ -2,15 +2,14 @@
 
 #include "backends/zookeeper/errors.h"
 #include "core/acquire.h"
+#include "core/notified_wait.h"
 
 #include <algorithm>
 #include <atomic>
+#include <tuple>
 
 namespace dlock::detail::zookeeper {
 namespace {
-
-// A watch is a hint: the leases are counted again at least this often.
-constexpr std::chrono::milliseconds recount_interval{500};
 
 struct LeaseGrant final : GrantState {
   std::string node;
@@ -53,29 +52,28 @@ Result<std::optional<Permit>> Semaphores::take_lease(const std::string& name, st
   if (!prefix) return prefix.status();
   auto op_deadline = [&] { return steady::now() + session_.config().op_timeout; };
 
-  CallPtr create;
-  for (int attempt = 0;; ++attempt) {
+  std::string node;
+  std::uint64_t token = 0;
+  while (node.empty()) {
     const auto until = op_deadline();
-    create = session_.create(leases + "/" + *prefix, ZOO_EPHEMERAL_SEQUENTIAL, until);
-    if (!create->wait_until(until) || create->rc == ZCONNECTIONLOSS || create->rc == ZOPERATIONTIMEOUT) {
-      // It may have been made: never leave it to count against everyone.
-      session_.delete_later_by_marker(leases, *prefix);
-      return create->rc == ZCONNECTIONLOSS ? to_status(create->rc, step, leases) : no_reply(step);
+    auto create = session_.create_with_parents(leases + "/" + *prefix, ZOO_EPHEMERAL_SEQUENTIAL, until, step);
+    if (!create) return create.status();
+    const CallPtr& made = *create;
+    if (!made->wait_until(until)) return session_.forget_create(leases, *prefix, step);
+    if (Session::reply_lost(made->rc)) {
+      // It may have been made: find it rather than count twice.
+      auto found = session_.find_created(leases, *prefix, made->generation, until, step);
+      if (!found) return found.status();
+      if (*found) std::tie(node, token) = std::tie((*found)->node, (*found)->czxid);
+      continue;  // found, or not made: make it (the same prefix)
     }
-    if (create->rc == ZNONODE && attempt == 0) {
-      if (Status s = session_.create_parents(leases + "/" + *prefix, until, step); !s) return s;
-      continue;
-    }
-    if (create->rc != ZOK) return to_status(create->rc, step, leases);
-    break;
+    if (made->rc != ZOK) return to_status(made->rc, step, leases);
+    node = made->path;
+    token = static_cast<std::uint64_t>(made->stat.czxid);
   }
-  const std::string node = create->path;
-  const std::uint64_t token = static_cast<std::uint64_t>(create->stat.czxid);
   // Leaves without the permit: our node goes now, or when the ensemble answers.
   auto give_up = [&](Status why) -> Result<std::optional<Permit>> {
-    const auto until = op_deadline();
-    auto removal = session_.remove(node, until);
-    if (!removal->wait_until(until) || (removal->rc != ZOK && removal->rc != ZNONODE)) session_.delete_later(node);
+    session_.discard(node, op_deadline());
     if (!why) return why;
     return std::optional<Permit>();
   };
@@ -105,7 +103,7 @@ Result<std::optional<Permit>> Semaphores::take_lease(const std::string& name, st
       session_.unwatch(signal);
       return give_up({});
     }
-    signal->wait_until(std::min(deadline, now + recount_interval));
+    signal->wait_until(std::min(deadline, now + reread_interval));  // a watch is a hint
   }
 }
 

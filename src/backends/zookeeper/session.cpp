@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <optional>
 
 namespace dlock::detail::zookeeper {
@@ -396,6 +397,60 @@ Status Session::create_parents(const std::string& path, steady::time_point deadl
   return {};
 }
 
+Result<CallPtr> Session::create_with_parents(const std::string& path, int flags, steady::time_point deadline,
+                                             std::string_view step, std::string_view data) {
+  auto made = create(path, flags, deadline, data);
+  if (!made->wait_until(deadline) || made->rc != ZNONODE) return made;
+  if (Status s = create_parents(path, deadline, step); !s) return s;
+  made = create(path, flags, deadline, data);
+  (void)made->wait_until(deadline);
+  return made;
+}
+
+// The session's requests are applied in the order sent, across reconnects
+// (a request forwarded after the session moved to another server is
+// refused), so a create that isn't listed after the reconnect never will be.
+Result<std::optional<Session::Created>> Session::find_created(const std::string& parent, const std::string& prefix,
+                                                              std::uint64_t generation, steady::time_point deadline,
+                                                              std::string_view step) {
+  while (wait_connected(deadline)) {
+    if (this->generation() != generation) return std::optional<Created>();
+    auto list = get_children(parent, deadline);
+    if (!list->wait_until(deadline)) break;
+    if (list->generation != generation) return std::optional<Created>();
+    if (reply_lost(list->rc)) {
+      // The client may not have noticed the drop yet: don't spin on it.
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;
+    }
+    if (list->rc == ZNONODE) return std::optional<Created>();
+    if (list->rc != ZOK) {
+      delete_later_by_marker(parent, prefix);
+      return to_status(list->rc, step, parent);
+    }
+    const auto ours = std::find_if(list->children.begin(), list->children.end(),
+                                   [&](const std::string& child) { return child.starts_with(prefix); });
+    if (ours == list->children.end()) return std::optional<Created>();
+    const std::string node = parent + "/" + *ours;
+    auto stat = exists(node, deadline);  // its creation zxid: the fencing token
+    if (!stat->wait_until(deadline)) break;
+    if (reply_lost(stat->rc)) continue;
+    if (stat->rc == ZNONODE || stat->generation != generation) return std::optional<Created>();
+    if (stat->rc != ZOK) {
+      delete_later(node);
+      return to_status(stat->rc, step, node);
+    }
+    return std::optional<Created>(
+        Created{node, static_cast<std::uint64_t>(stat->stat.czxid), generation, std::move(list->children)});
+  }
+  return forget_create(parent, prefix, step);
+}
+
+Status Session::forget_create(const std::string& parent, const std::string& prefix, std::string_view step) {
+  delete_later_by_marker(parent, prefix);
+  return no_reply(step);
+}
+
 std::stop_token Session::hold(const std::string& node, steady::time_point lease_end, bool watch_deletion) {
   bool wake;
   std::stop_token token;
@@ -457,6 +512,14 @@ Status Session::give_back(const std::string& node, const std::string& what) {
     return Status(errc::lock_lost, what + ": its node was already gone (force-released, or the session expired)");
   delete_later(node);
   return to_status(call->rc, what, node);
+}
+
+void Session::discard(const std::string& node, steady::time_point deadline) {
+  if (connected()) {
+    auto removal = remove(node, deadline);
+    if (removal->wait_until(deadline) && (removal->rc == ZOK || removal->rc == ZNONODE)) return;
+  }
+  delete_later(node);
 }
 
 void Session::delete_later(const std::string& node) {

@@ -147,6 +147,35 @@ class Session {
 
   // Creates every missing ancestor of `path` (not `path`) as a container.
   Status create_parents(const std::string& path, steady::time_point deadline, std::string_view step);
+  // create(), and if the ensemble says an ancestor is missing, makes the
+  // ancestors and creates once more. The create call, answered unless
+  // `deadline` passed; an error only if making the ancestors failed.
+  Result<CallPtr> create_with_parents(const std::string& path, int flags, steady::time_point deadline,
+                                      std::string_view step, std::string_view data = {});
+
+  // A node created (sequential) as <parent>/<prefix><seq>.
+  struct Created {
+    std::string node;
+    std::uint64_t czxid = 0;
+    std::uint64_t generation = 0;        // the session it was made in
+    std::vector<std::string> children;   // <parent>'s, as listed just after
+  };
+  // Whether a call's reply was lost with the connection (it may or may not
+  // have been applied).
+  static bool reply_lost(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
+  // A create of <parent>/<prefix>… in session `generation` whose reply was
+  // lost, found again (Curator's protected mode): once the session is
+  // reachable again, the child with our prefix (unique to that create) is
+  // ours, kept with its place. nullopt: not made, or made in a session that
+  // has since expired (the ephemeral node went with it): create it again.
+  // Past `deadline` it gives up like forget_create().
+  Result<std::optional<Created>> find_created(const std::string& parent, const std::string& prefix,
+                                              std::uint64_t generation, steady::time_point deadline,
+                                              std::string_view step);
+  // The caller gives up on a create of <parent>/<prefix>… that may have
+  // been applied: its node, if any, is deleted once the ensemble answers,
+  // never left to count. Returns the no-reply error for `step`.
+  Status forget_create(const std::string& parent, const std::string& prefix, std::string_view step);
 
   // A lock node is ours now: `dropped()` of the returned token fires when
   // the session policy declares it lost. `lease_end`: delete it then
@@ -164,6 +193,10 @@ class Session {
   Status give_back(const std::string& node, const std::string& what);
   // Deletes `node` when the ensemble can be reached, retrying; ends with the session.
   void delete_later(const std::string& node);
+  // Deletes a node of ours we no longer want: now, if the ensemble answers
+  // by `deadline` (the caller then returns leaving no trace), else as soon
+  // as it does (delete_later).
+  void discard(const std::string& node, steady::time_point deadline);
   // Deletes the node whose name contains `marker` under `parent` when the
   // ensemble can be reached (a create whose reply was lost, given up on).
   void delete_later_by_marker(const std::string& parent, const std::string& marker);

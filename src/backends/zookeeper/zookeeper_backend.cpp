@@ -46,7 +46,6 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
-#include <thread>
 #include <utility>
 
 namespace dlock::detail {
@@ -257,12 +256,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     if (c.granted || c.node.empty() || c.generation != session_.generation()) return;
     // Gone before the caller returns (as a try_lock_for that timed out
     // must leave no trace); if the ensemble can't say so now, later.
-    if (session_.connected()) {
-      const auto deadline = steady::now() + session_.config().op_timeout;
-      auto removal = session_.remove(c.node, deadline);
-      if (removal->wait_until(deadline) && (removal->rc == ZOK || removal->rc == ZNONODE)) return;
-    }
-    session_.delete_later(c.node);
+    session_.discard(c.node, steady::now() + session_.config().op_timeout);
   }
 
   Status release(const LockRequest& request, Grant& grant) override {
@@ -418,12 +412,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   }
 
  private:
-  struct Made {
-    std::string node;
-    std::uint64_t czxid = 0;
-    std::uint64_t generation = 0;  // the session it was made in
-    std::vector<std::string> children;
-  };
+  using Made = Session::Created;
 
   std::shared_ptr<Contender> find(const std::string& owner, const std::string& name) {
     std::lock_guard lk(mu_);
@@ -441,10 +430,10 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     for (;;) {
       auto create = session_.create(path + "/" + *prefix, ZOO_EPHEMERAL_SEQUENTIAL, deadline, data);
       auto list = session_.get_children(path, deadline);
-      if (!create->wait_until(deadline)) return forget_create(path, *prefix, step);
-      if (reply_lost(create->rc)) {
+      if (!create->wait_until(deadline)) return session_.forget_create(path, *prefix, step);
+      if (Session::reply_lost(create->rc)) {
         // It may have been made: find it rather than make a second one.
-        auto found = find_created(path, *prefix, create->generation, deadline, step);
+        auto found = session_.find_created(path, *prefix, create->generation, deadline, step);
         if (!found) return found.status();
         if (*found) return std::move(**found);
         continue;  // it was not made, or died with its session: make it (the same prefix)
@@ -470,65 +459,6 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       made.children = std::move(list->children);
       return made;
     }
-  }
-
-  // The connection dropped with the call in flight: it may or may not
-  // have been applied (ZOPERATIONTIMEOUT: the client gave up on a silent
-  // connection and dropped it).
-  static bool reply_lost(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
-
-  // A create whose reply was lost, found again (Curator's protected mode):
-  // once the session is reachable again, a child with our prefix (unique
-  // to this create) is our node, kept with its place in the queue. The
-  // session's requests are applied in the order sent, across reconnects
-  // (a request forwarded after the session moved to another server is
-  // refused), so a create that isn't listed then never will be. nullopt:
-  // not made, or made in a session that has since expired (its ephemeral
-  // node went with it): make it again. Past `deadline` the caller gets an
-  // error, so a node that may exist is deleted once the ensemble answers.
-  Result<std::optional<Made>> find_created(const std::string& path, const std::string& prefix,
-                                           std::uint64_t generation, steady::time_point deadline,
-                                           const std::string& step) {
-    for (;;) {
-      if (!session_.wait_connected(deadline)) break;
-      if (session_.generation() != generation) return std::optional<Made>();
-      auto list = session_.get_children(path, deadline);
-      if (!list->wait_until(deadline)) break;
-      if (list->generation != generation) return std::optional<Made>();
-      if (reply_lost(list->rc)) {
-        // The client may not have noticed the drop yet: don't spin on it.
-        std::this_thread::sleep_for(milliseconds(5));
-        continue;
-      }
-      if (list->rc == ZNONODE) return std::optional<Made>();
-      if (list->rc != ZOK) {
-        session_.delete_later_by_marker(path, prefix);
-        return to_status(list->rc, step, path);
-      }
-      const auto ours = std::find_if(list->children.begin(), list->children.end(),
-                                     [&](const std::string& child) { return child.starts_with(prefix); });
-      if (ours == list->children.end()) return std::optional<Made>();
-      const std::string node = path + "/" + *ours;
-      auto stat = session_.exists(node, deadline);  // its creation zxid: the fencing token
-      if (!stat->wait_until(deadline)) break;
-      if (reply_lost(stat->rc)) continue;
-      if (stat->rc == ZNONODE || stat->generation != generation) return std::optional<Made>();
-      if (stat->rc != ZOK) {
-        session_.delete_later(node);
-        return to_status(stat->rc, step, node);
-      }
-      return std::optional<Made>(
-          Made{node, static_cast<std::uint64_t>(stat->stat.czxid), generation, std::move(list->children)});
-    }
-    return forget_create(path, prefix, step);
-  }
-
-  // The caller gives up on a create that may have been applied: its node,
-  // if any, is found by its prefix and deleted once the ensemble answers,
-  // never left to block the queue.
-  Status forget_create(const std::string& path, const std::string& prefix, const std::string& step) {
-    session_.delete_later_by_marker(path, prefix);
-    return no_reply(step);
   }
 
   // Our node's place in the queue. A mutex or a writer holds the lock when
@@ -568,9 +498,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     }
     if (ours != queue.end() && blocker == queue.end()) return grant(request, c, sent);
     if (!waiting) {
-      auto removal = session_.remove(c.node, deadline);
-      if (!removal->wait_until(deadline) || (removal->rc != ZOK && removal->rc != ZNONODE))
-        session_.delete_later(c.node);
+      session_.discard(c.node, deadline);
       return Attempt(Busy{});
     }
     if (ours == queue.end()) {
