@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string_view>
 
 namespace dlock {
 
@@ -17,10 +18,23 @@ Client::~Client() = default;
 
 namespace {
 
-// Every check a handle's name and options pass before any I/O.
-void check(detail::ClientState& state, const std::string& name, const MutexOptions& options) {
+// Throws unsupported unless the backend `has` the primitive `call` makes
+// (`what`: "a semaphore", ...).
+void require(const detail::ClientState& state, bool has, std::string_view call, std::string_view what) {
+  if (!has)
+    throw Error(errc::unsupported, std::string(call) + ": the " + state.scheme() + " backend has no " +
+                                       std::string(what) + " (zk:// has)");
+}
+
+// Every check a handle's name passes before any I/O.
+void check_name(detail::ClientState& state, const std::string& name) {
   detail::validate_name(name).throw_if_error();
   state.backend().validate_name(name).throw_if_error();
+}
+
+// Every check a lock's name and options pass before any I/O.
+void check(detail::ClientState& state, const std::string& name, const MutexOptions& options) {
+  check_name(state, name);
   detail::validate(options).throw_if_error();
   if (options.fair && !state.backend().supports_fair())
     throw Error(errc::unsupported, "MutexOptions::fair: the " + state.scheme() + " backend keeps no queue of waiters");
@@ -44,25 +58,21 @@ MultiLock Client::multi_lock(std::vector<std::string> names, MutexOptions option
 }
 
 SharedMutex Client::shared_mutex(std::string name, MutexOptions options) {
-  if (!state_->backend().supports_shared())
-    throw Error(errc::unsupported, "shared_mutex: the " + state_->scheme() + " backend has no read-write lock yet (zk:// has)");
+  require(*state_, state_->backend().supports_shared(), "shared_mutex", "read-write lock");
   check(*state_, name, options);
   return SharedMutex(state_, std::move(name), options);
 }
 
 Counter Client::counter(std::string name, CounterWidth width) {
-  if (!state_->backend().counters())
-    throw Error(errc::unsupported, "counter: the " + state_->scheme() + " backend has no counter (zk:// has)");
-  detail::validate_name(name).throw_if_error();
-  state_->backend().validate_name(name).throw_if_error();
+  require(*state_, state_->backend().counters() != nullptr, "counter", "counter");
+  check_name(*state_, name);
   return Counter(state_, std::move(name), width);
 }
 
 Latch Client::latch(std::string name, std::int64_t count) {
   auto* latches = state_->backend().latches();
-  if (!latches) throw Error(errc::unsupported, "latch: the " + state_->scheme() + " backend has no latch (zk:// has)");
-  detail::validate_name(name).throw_if_error();
-  state_->backend().validate_name(name).throw_if_error();
+  require(*state_, latches != nullptr, "latch", "latch");
+  check_name(*state_, name);
   if (count < 0)
     throw Error(errc::invalid_argument, "latch '" + name + "': count must be >= 0, not " + std::to_string(count));
   // The first client to open it sets its count.
@@ -71,10 +81,8 @@ Latch Client::latch(std::string name, std::int64_t count) {
 }
 
 Semaphore Client::semaphore(std::string name, std::ptrdiff_t permits) {
-  if (!state_->backend().semaphores())
-    throw Error(errc::unsupported, "semaphore: the " + state_->scheme() + " backend has no semaphore (zk:// has)");
-  detail::validate_name(name).throw_if_error();
-  state_->backend().validate_name(name).throw_if_error();
+  require(*state_, state_->backend().semaphores() != nullptr, "semaphore", "semaphore");
+  check_name(*state_, name);
   if (permits < 1 || permits > std::numeric_limits<std::int32_t>::max())
     throw Error(errc::invalid_argument, "semaphore '" + name + "': permits must be between 1 and 2147483647, not " +
                                             std::to_string(permits));
@@ -82,10 +90,8 @@ Semaphore Client::semaphore(std::string name, std::ptrdiff_t permits) {
 }
 
 Barrier Client::barrier(std::string name, int parties) {
-  if (!state_->backend().barriers())
-    throw Error(errc::unsupported, "barrier: the " + state_->scheme() + " backend has no barrier (zk:// has)");
-  detail::validate_name(name).throw_if_error();
-  state_->backend().validate_name(name).throw_if_error();
+  require(*state_, state_->backend().barriers() != nullptr, "barrier", "barrier");
+  check_name(*state_, name);
   if (parties < 1)
     throw Error(errc::invalid_argument,
                 "barrier '" + name + "': parties must be >= 1, not " + std::to_string(parties));
@@ -93,8 +99,7 @@ Barrier Client::barrier(std::string name, int parties) {
 }
 
 Election Client::election(std::string name) {
-  if (!state_->backend().supports_election())
-    throw Error(errc::unsupported, "election: the " + state_->scheme() + " backend has no elections (zk:// has)");
+  require(*state_, state_->backend().supports_election(), "election", "elections");
   check(*state_, name, MutexOptions{});
   return Election(state_, std::move(name));
 }
