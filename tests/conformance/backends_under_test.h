@@ -76,35 +76,6 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   return all;
 }
 
-// The backends that claim the read-write lock.
-inline std::vector<BackendUnderTest> shared_backends_under_test() {
-  auto all = backends_under_test();
-  std::erase_if(all, [](const BackendUnderTest& b) { return !b.shared; });
-  return all;
-}
-
-// The backends that claim Counter and Latch.
-inline std::vector<BackendUnderTest> counter_backends_under_test() {
-  auto all = backends_under_test();
-  std::erase_if(all, [](const BackendUnderTest& b) { return !b.counters; });
-  return all;
-}
-
-}  // namespace dlock::test
-
-namespace dlock::test {
-
-// The backends that claim elections.
-inline std::vector<BackendUnderTest> election_backends_under_test() {
-  auto all = backends_under_test();
-  std::erase_if(all, [](const BackendUnderTest& b) { return !b.election; });
-  return all;
-}
-
-}  // namespace dlock::test
-
-namespace dlock::test {
-
 // The backends whose `claim` is true, e.g. backends_claiming(&BackendUnderTest::barrier).
 inline std::vector<BackendUnderTest> backends_claiming(bool BackendUnderTest::*claim) {
   auto all = backends_under_test();

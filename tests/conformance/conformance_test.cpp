@@ -567,7 +567,7 @@ TEST_P(SharedConformance, ReadersAndWritersNeverOverlap) {
   EXPECT_EQ(counts.stale_rejected + counts.duplicate_tokens + counts.overlaps, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, SharedConformance, ::testing::ValuesIn(shared_backends_under_test()),
+INSTANTIATE_TEST_SUITE_P(Backends, SharedConformance, ::testing::ValuesIn(backends_claiming(&BackendUnderTest::shared)),
                          [](const auto& param_info) { return param_info.param.name; });
 
 }  // namespace

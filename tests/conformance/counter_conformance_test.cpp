@@ -245,7 +245,7 @@ TEST_P(CounterConformance, LatchArriveAndWaitReleasesEveryParty) {
   EXPECT_EQ(client()->counter(name()).load(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, CounterConformance, ::testing::ValuesIn(counter_backends_under_test()),
+INSTANTIATE_TEST_SUITE_P(Backends, CounterConformance, ::testing::ValuesIn(backends_claiming(&BackendUnderTest::counters)),
                          [](const auto& param_info) { return param_info.param.name; });
 
 }  // namespace

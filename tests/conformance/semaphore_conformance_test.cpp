@@ -36,17 +36,6 @@ class SemaphoreConformance : public ::testing::TestWithParam<BackendUnderTest> {
 };
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SemaphoreConformance);
 
-// Polls `done` until true or `limit`; whether it became true.
-template <class F>
-bool eventually(F done, std::chrono::milliseconds limit) {
-  const auto until = steady::now() + limit;
-  while (!done()) {
-    if (steady::now() >= until) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
-}
-
 TEST_P(SemaphoreConformance, NeverMorePermitsOutThanItHas) {
   constexpr int permits = 3, threads = 8, rounds = 6;
   std::vector<std::shared_ptr<Client>> clients{client(), client(), client(), client()};
@@ -152,7 +141,7 @@ TEST_P(SemaphoreConformance, ADeadHoldersPermitComesBack) {
   ChildProcess holder(std::vector<std::string>{DLOCK_TEST_WORKER, "hammer", url(), name(), "1", resource_path,
                                                "60000000", "semaphore"});
   auto semaphore = client()->semaphore(name(), 1);
-  ASSERT_TRUE(eventually([&] { return semaphore.in_use() == 1; }, scaled(20s))) << "the worker never took it";
+  ASSERT_TRUE(eventually([&] { return semaphore.in_use() == 1; }, 20s)) << "the worker never took it";
   EXPECT_FALSE(semaphore.try_acquire());
   holder.signal(SIGKILL);
   EXPECT_TRUE(semaphore.try_acquire_for(scaled(20s))) << "a killed holder's permit never came back";

@@ -58,16 +58,6 @@ int count_children(const std::string& hosts, const std::string& path) {
   return children ? static_cast<int>(children->size()) : -1;
 }
 
-// Waits until `done` or `limit`; true if done.
-template <typename F>
-bool eventually(F done, std::chrono::milliseconds limit) {
-  const auto until = steady::now() + scaled(limit);
-  while (!done()) {
-    if (steady::now() >= until) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
-}
 
 class ZooKeeperFault : public ::testing::Test {
  protected:

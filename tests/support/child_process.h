@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dlock::test {
@@ -36,6 +37,18 @@ class ChildProcess {
 
 // Scales the test's timing margins: DLOCK_TEST_TIME_SCALE (default 1).
 std::chrono::milliseconds scaled(std::chrono::milliseconds d);
+
+// Polls `done` every 10 ms until it is true (true) or `limit`, scaled, has
+// passed (false).
+template <class F>
+bool eventually(F done, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + scaled(limit);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
 
 // Threads of this process (entries of /proc/self/task).
 int thread_count();
