@@ -201,8 +201,10 @@ TEST(LeaseKeeper, RefusedRenewalMarksTheHoldLostAtOnce) {
   keeper.add(refused);
   keeper.add(not_ours);
   keeper.add(fine);
-  ASSERT_TRUE(eventually([&] { return refused->lost.load() && not_ours->lost.load(); }, 2000ms));
-  EXPECT_TRUE(watch.fired());
+  // lost turns true first, then the stop callbacks run (on the keeper's
+  // thread): wait for both.
+  ASSERT_TRUE(eventually([&] { return refused->lost.load() && not_ours->lost.load() && watch.fired(); }, 2000ms))
+      << "not marked lost, or its stop_token never fired";
   EXPECT_TRUE(refused->stop.stop_requested());
   EXPECT_TRUE(not_ours->stop.stop_requested());
   // At once: right after the first refused renewal, long before the lease ends.
@@ -236,8 +238,9 @@ TEST(LeaseKeeper, UnavailableRenewalsAreRetriedUntilTheLocalDeadline) {
   // Well before the deadline it is retried, not given up.
   std::this_thread::sleep_for(scaled(300ms));
   EXPECT_FALSE(h->lost.load()) << "marked lost before its lease ran out";
-  ASSERT_TRUE(eventually([&] { return h->lost.load(); }, 600ms + 1500ms)) << "never marked lost";
-  EXPECT_TRUE(watch.fired());
+  // lost turns true first, then the stop callbacks run: wait for both.
+  ASSERT_TRUE(eventually([&] { return h->lost.load() && watch.fired(); }, 600ms + 1500ms))
+      << "never marked lost, or its stop_token never fired";
   EXPECT_GE(watch.when(), valid_until) << "marked lost before valid_until";
   EXPECT_LT(watch.when() - valid_until, scaled(300ms)) << "marked lost long after valid_until";
   // Retried more often than renew_interval while failing.
