@@ -121,7 +121,7 @@ class Barrier {
  private:
   friend class Client;
   struct Member;  // this handle's entry and where it is (barrier.cpp)
-  Barrier(std::shared_ptr<detail::ClientState> client, std::string name, int parties);
+  Barrier(std::shared_ptr<detail::ClientState> client, std::string name, int parties, MutexOptions options);
   bool enter_until_steady(std::chrono::steady_clock::time_point deadline);
   bool leave_until_steady(std::chrono::steady_clock::time_point deadline);
   void abandon() noexcept;
@@ -129,6 +129,7 @@ class Barrier {
   std::shared_ptr<detail::ClientState> client_;
   std::string name_;
   int parties_ = 0;
+  MutexOptions options_;  // a member's lease, on stores that lease members
   std::unique_ptr<Member> member_;
 };
 

@@ -105,20 +105,28 @@ class Client {
   Latch latch(std::string name, std::int64_t count);
 
   // A handle on the semaphore `name` with `permits` permits (see
-  // semaphore.h). Throws invalid_argument for a bad name or permits < 1 or
-  // above 2^31 - 1, unsupported if the backend has no semaphore (so far:
-  // zk:// only). No remote call.
-  Semaphore semaphore(std::string name, std::ptrdiff_t permits);
+  // semaphore.h). On stores that lease permits (redis, file) each permit
+  // has `options.lease` and `lease_mode` (watchdog: renewed while the
+  // process lives) and `fair` queues waiters FIFO where the store keeps a
+  // queue; on zk:// the session is the lease. Throws invalid_argument for a
+  // bad name, options, or permits < 1 or above 2^31 - 1, unsupported if the
+  // backend has no semaphore. No remote call.
+  Semaphore semaphore(std::string name, std::ptrdiff_t permits, MutexOptions options = {});
   // A handle on the double barrier `name` for `parties` members
-  // (dlock/barrier.h); each handle is one member. Throws unsupported if the
-  // backend has none (so far zk:// has), invalid_argument for a bad name or
+  // (dlock/barrier.h); each handle is one member. On stores that lease
+  // members (redis) a member's entry has `options.lease`, renewed while the
+  // process lives; a member whose lease runs out is out. Throws unsupported
+  // if the backend has none, invalid_argument for a bad name, options or
   // parties < 1. No remote call.
-  Barrier barrier(std::string name, int parties);
+  Barrier barrier(std::string name, int parties, MutexOptions options = {});
 
-  // A handle on the election `name` (see election.h). Throws
-  // invalid_argument for a bad name, unsupported if the backend has no
-  // elections (so far: zk:// only). No remote call.
-  Election election(std::string name);
+  // A handle on the election `name` (see election.h). On lease-based
+  // stores the leader holds its place with `options.lease` (watchdog:
+  // renewed while the process lives), so a leader that dies or stops
+  // renewing is replaced after its lease; on zk:// the session is the
+  // lease. Throws invalid_argument for a bad name or options, unsupported
+  // if the backend has no elections. No remote call.
+  Election election(std::string name, MutexOptions options = {});
 
   // Locks currently held whose names start with `prefix` (see LockInfo::kind
   // for what else a store may list), sorted by name.

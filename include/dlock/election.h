@@ -130,13 +130,14 @@ class Election {
 
  private:
   friend class Client;
-  Election(std::shared_ptr<detail::ClientState> client, std::string name);
+  Election(std::shared_ptr<detail::ClientState> client, std::string name, MutexOptions options);
   bool campaign_until_steady(std::chrono::steady_clock::time_point deadline, std::string id);
   std::optional<std::string> wait_leader_change_steady(const std::optional<std::string>& known,
                                                        std::chrono::steady_clock::time_point deadline);
 
   std::shared_ptr<detail::ClientState> client_;
   std::string name_;
+  MutexOptions options_;  // the leader's lease, on lease-based stores
 };
 
 }  // namespace dlock

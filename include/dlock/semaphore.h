@@ -130,12 +130,14 @@ class Semaphore {
 
  private:
   friend class Client;
-  Semaphore(std::shared_ptr<detail::ClientState> client, std::string name, std::ptrdiff_t permits);
+  Semaphore(std::shared_ptr<detail::ClientState> client, std::string name, std::ptrdiff_t permits,
+            MutexOptions options);
   bool acquire_until(std::chrono::steady_clock::time_point deadline);
 
   std::shared_ptr<detail::ClientState> client_;
   std::string name_;
   std::ptrdiff_t permits_;
+  MutexOptions options_;
   std::unique_ptr<detail::PermitBook> book_;
 };
 

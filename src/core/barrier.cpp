@@ -32,16 +32,21 @@ struct Barrier::Member {
   mutable std::mutex mu;
   Stage stage = Stage::out;
   std::string id;  // the driver's member id; set while entering and in
+  // The entry's lease, kept by the lease keeper (BarrierDriver::leased_members).
+  std::shared_ptr<detail::Hold> lease;
 
   // Marks the member out, and (if `remove`) removes its entry from the
   // store: the one way out of every call that does not end in the barrier.
   void take_out(detail::ClientState& client, const std::string& name, bool remove) noexcept {
     std::string entry;
+    std::shared_ptr<detail::Hold> leased;
     {
       std::lock_guard lk(mu);
       entry = std::exchange(id, {});
+      leased = std::move(lease);
       stage = Stage::out;
     }
+    if (leased) (void)client.let_go(*leased, false);  // no renewal from here on; remove() below takes it out
     if (remove && !entry.empty()) driver(client).remove(name, entry, op_deadline(client));
   }
 };
@@ -67,8 +72,12 @@ class OnExit {
 
 }  // namespace
 
-Barrier::Barrier(std::shared_ptr<detail::ClientState> client, std::string name, int parties)
-    : client_(std::move(client)), name_(std::move(name)), parties_(parties), member_(std::make_unique<Member>()) {}
+Barrier::Barrier(std::shared_ptr<detail::ClientState> client, std::string name, int parties, MutexOptions options)
+    : client_(std::move(client)),
+      name_(std::move(name)),
+      parties_(parties),
+      options_(options),
+      member_(std::make_unique<Member>()) {}
 
 Barrier::Barrier(Barrier&&) noexcept = default;
 
@@ -78,6 +87,7 @@ Barrier& Barrier::operator=(Barrier&& other) noexcept {
     client_ = std::move(other.client_);
     name_ = std::move(other.name_);
     parties_ = other.parties_;
+    options_ = other.options_;
     member_ = std::move(other.member_);
   }
   return *this;
@@ -120,10 +130,20 @@ bool Barrier::enter_until_steady(steady::time_point deadline) {
   // vanished entry needs no removal).
   bool entry_left = true;
   OnExit take_out([&] { m.take_out(*client_, name_, entry_left); });
-  std::string id = driver(*client_).join(name_, op_deadline(*client_)).value();
+  const auto sent = steady::now();
+  std::string id = driver(*client_).join(name_, options_.lease, op_deadline(*client_)).value();
+  std::shared_ptr<detail::Hold> lease;
+  if (driver(*client_).leased_members()) {
+    // The entry lives `lease` from when join was sent, unless renewed.
+    detail::LockRequest request{name_, id, options_.lease, options_.lease_mode, false, detail::LockKind::member};
+    detail::Grant grant;
+    grant.valid_until = sent + options_.lease;
+    lease = client_->keep(std::move(request), std::move(grant), options_);
+  }
   {
     std::lock_guard lk(m.mu);
     m.id = id;
+    m.lease = std::move(lease);
   }
   bool in;
   try {

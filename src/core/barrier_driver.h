@@ -23,8 +23,16 @@ class BarrierDriver {
  public:
   virtual ~BarrierDriver() = default;
   // Adds a member to the barrier `name`: an entry that lives as long as the
-  // session. Returns the member's id (unique per call).
-  virtual Result<std::string> join(const std::string& name, steady::time_point deadline) = 0;
+  // session, or (leased_members()) for `lease` from when the call was sent.
+  // Returns the member's id (unique per call).
+  virtual Result<std::string> join(const std::string& name, std::chrono::milliseconds lease,
+                                   steady::time_point deadline) = 0;
+  // true: a member's entry expires unless renewed. Core then keeps it alive
+  // through the lease keeper, as LockDriver::renew of a LockRequest{name,
+  // owner = member id, lease, watchdog, kind = LockKind::member}; a refused
+  // renewal means the member is out. LockDriver::release is never called
+  // for members: remove() takes them out.
+  virtual bool leased_members() const { return false; }
   // Enter: whether the barrier is open — it was opened, or `parties` members
   // are in now (then it is opened for every member). lock_lost if `member`'s
   // entry is gone (its session expired) and the barrier is not open.

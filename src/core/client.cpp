@@ -23,7 +23,7 @@ namespace {
 void require(const detail::ClientState& state, bool has, std::string_view call, std::string_view what) {
   if (!has)
     throw Error(errc::unsupported, std::string(call) + ": the " + state.scheme() + " backend has no " +
-                                       std::string(what) + " (zk:// has)");
+                                       std::string(what));
 }
 
 // Every check a handle's name passes before any I/O.
@@ -80,28 +80,29 @@ Latch Client::latch(std::string name, std::int64_t count) {
   return Latch(state_, std::move(name), count);
 }
 
-Semaphore Client::semaphore(std::string name, std::ptrdiff_t permits) {
-  require(*state_, state_->backend().semaphores() != nullptr, "semaphore", "semaphore");
-  check_name(*state_, name);
+Semaphore Client::semaphore(std::string name, std::ptrdiff_t permits, MutexOptions options) {
+  require(*state_, state_->semaphores() != nullptr, "semaphore", "semaphore");
+  check(*state_, name, options);
   if (permits < 1 || permits > std::numeric_limits<std::int32_t>::max())
     throw Error(errc::invalid_argument, "semaphore '" + name + "': permits must be between 1 and 2147483647, not " +
                                             std::to_string(permits));
-  return Semaphore(state_, std::move(name), permits);
+  return Semaphore(state_, std::move(name), permits, options);
 }
 
-Barrier Client::barrier(std::string name, int parties) {
+Barrier Client::barrier(std::string name, int parties, MutexOptions options) {
   require(*state_, state_->backend().barriers() != nullptr, "barrier", "barrier");
   check_name(*state_, name);
+  detail::validate(options).throw_if_error();
   if (parties < 1)
     throw Error(errc::invalid_argument,
                 "barrier '" + name + "': parties must be >= 1, not " + std::to_string(parties));
-  return Barrier(state_, std::move(name), parties);
+  return Barrier(state_, std::move(name), parties, options);
 }
 
-Election Client::election(std::string name) {
+Election Client::election(std::string name, MutexOptions options) {
   require(*state_, state_->backend().supports_election(), "election", "elections");
-  check(*state_, name, MutexOptions{});
-  return Election(state_, std::move(name));
+  check(*state_, name, options);
+  return Election(state_, std::move(name), options);
 }
 
 std::vector<LockInfo> Client::list_locks(std::string_view prefix) {

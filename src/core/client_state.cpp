@@ -2,6 +2,7 @@
 
 #include "core/acquire.h"
 #include "core/owner_id.h"
+#include "core/permit_semaphores.h"
 #include "core/validate.h"
 
 namespace dlock::detail {
@@ -60,25 +61,36 @@ Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const 
   }
   LockRequest request{name, owner_for_this_thread(), options.lease, options.lease_mode, options.fair, kind,
                       std::move(data)};
-  Grant grant;
+  auto got = take(request, deadline);
+  if (!got) return got.status();
+  if (!*got) return false;
+  auto hold = keep(std::move(request), std::move(**got), options);
+  hold->thread = std::get<2>(key);
+  {
+    std::lock_guard lk(mu_);
+    holds_.emplace(key, hold);
+  }
+  return true;
+}
+
+Result<std::optional<Grant>> ClientState::take(const LockRequest& request, steady::time_point deadline) {
   for (;;) {
     auto got = detail::acquire(backend_->locks(), request, deadline, options_, wakeups_);
-    if (!got) return got.status();
-    if (!*got) return false;
-    grant = std::move(**got);
+    if (!got || !*got) return got;
     // A grant whose answer took longer than its lease may already belong to
     // someone else: give it back and try again (or report the timeout).
-    if (grant.valid_until > steady::now()) break;
-    (void)backend_->locks().release(request, grant);
-    if (steady::now() >= deadline) return false;
+    if ((*got)->valid_until > steady::now()) return got;
+    (void)backend_->locks().release(request, **got);
+    if (steady::now() >= deadline) return std::optional<Grant>();
   }
+}
 
+std::shared_ptr<Hold> ClientState::keep(LockRequest request, Grant grant, const MutexOptions& options) {
   acquisitions_.fetch_add(1, std::memory_order_relaxed);
   auto hold = std::make_shared<Hold>();
   hold->request = std::move(request);
   hold->grant = std::move(grant);
   hold->token = hold->grant.token;
-  hold->thread = std::get<2>(key);
   hold->renew_every = renew_interval(options);
   hold->next_renewal = steady::now() + hold->renew_every;
   hold->set_lease_end(hold->grant.valid_until);
@@ -88,12 +100,8 @@ Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const 
     hold->on_dropped = std::make_unique<std::stop_callback<std::function<void()>>>(
         hold->grant.dropped, std::function<void()>([h] { h->mark_lost(); }));
   }
-  {
-    std::lock_guard lk(mu_);
-    holds_.emplace(key, hold);
-  }
   if (hold->grant.valid_until != steady::time_point::max()) keeper_->add(hold);
-  return true;
+  return hold;
 }
 
 Status ClientState::release(const std::string& name, LockKind kind) noexcept {
@@ -110,14 +118,24 @@ Status ClientState::release(const std::string& name, LockKind kind) noexcept {
       hold = std::move(it->second);
       holds_.erase(it);
     }
-    const bool was_lost = hold->lost.load() || hold->past_deadline();
+    return let_go(*hold, true);
+  } catch (const std::exception& e) {
+    failed_releases_.fetch_add(1);
+    return Status(errc::internal, std::string("unlock '") + name + "': " + e.what());
+  }
+}
+
+Status ClientState::let_go(Hold& hold, bool release) noexcept {
+  const std::string& name = hold.request.name;
+  try {
+    const bool was_lost = hold.lost.load() || hold.past_deadline();
     // After this no renewal touches the grant, so the release itself runs
-    // without hold->mu and never holds up the lease keeper.
-    keeper_->remove(hold.get());
-    hold->stop_renewals();
-    Status s = backend_->locks().release(hold->request, hold->grant);
+    // without hold.mu and never holds up the lease keeper.
+    keeper_->remove(&hold);
+    hold.stop_renewals();
+    Status s = release ? backend_->locks().release(hold.request, hold.grant) : Status{};
     if (was_lost) {
-      hold->mark_lost();  // outside every lock: it may run stop callbacks
+      hold.mark_lost();  // outside every lock: it may run stop callbacks
       // What the caller must learn is that its critical section ran
       // unprotected; whether the store could also be told is secondary.
       if (s.code() != errc::lock_lost)
@@ -130,6 +148,14 @@ Status ClientState::release(const std::string& name, LockKind kind) noexcept {
     failed_releases_.fetch_add(1);
     return Status(errc::internal, std::string("unlock '") + name + "': " + e.what());
   }
+}
+
+SemaphoreDriver* ClientState::semaphores() {
+  if (auto* own = backend_->semaphores()) return own;
+  if (!backend_->supports_permits()) return nullptr;
+  std::lock_guard lk(mu_);
+  if (!permits_) permits_ = make_permit_semaphores(*this);
+  return permits_.get();
 }
 
 std::string ClientState::owner_for_this_thread() const { return detail::owner_for_this_thread(client_id_); }

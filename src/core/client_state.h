@@ -9,6 +9,7 @@
 #include "core/driver.h"
 #include "core/hold.h"
 #include "core/lease_keeper.h"
+#include "core/semaphore_driver.h"
 
 #include <atomic>
 #include <map>
@@ -39,6 +40,23 @@ class ClientState {
   std::shared_ptr<Hold> find(const std::string& name, LockKind kind) const;
   Status force_release(const std::string& name);
 
+  // One grant for `request` by `deadline` through the one acquire loop
+  // (nullopt: not by the deadline); a grant whose answer came after its
+  // lease ran out is given back and tried again.
+  Result<std::optional<Grant>> take(const LockRequest& request, steady::time_point deadline);
+  // A hold that belongs to a handle rather than to a thread (a Semaphore
+  // permit, a barrier member): not counted for reentrancy, kept alive by the
+  // lease keeper (per `options`) until let_go().
+  std::shared_ptr<Hold> keep(LockRequest request, Grant grant, const MutexOptions& options);
+  // Stops renewing `hold` and, if `release`, releases it in the store.
+  // lock_lost if its lease had been lost before (the store's own error, if
+  // any, in the message).
+  Status let_go(Hold& hold, bool release) noexcept;
+
+  // The backend's semaphores, or (Backend::supports_permits) core's, made of
+  // permits; nullptr if it has neither.
+  SemaphoreDriver* semaphores();
+
   Backend& backend() { return *backend_; }
   const ClientOptions& options() const { return options_; }
   const std::string& url() const { return url_; }
@@ -65,6 +83,7 @@ class ClientState {
   std::atomic<std::uint64_t> leases_lost_{0};
   std::atomic<std::uint64_t> wakeups_{0};
   std::unique_ptr<LeaseKeeper> keeper_;
+  std::unique_ptr<SemaphoreDriver> permits_;  // Backend::supports_permits only
 };
 
 // Builds a Client around an opened backend (used by connect()).

@@ -35,8 +35,11 @@ using steady = std::chrono::steady_clock;
 // name are different locks (on ZooKeeper, Curator's mutex and read-write
 // lock layouts); a SharedMutex's writers exclude everyone, its readers only
 // writers. An Election's leader is the holder of a `latch` (on ZooKeeper,
-// Curator's LeaderLatch layout).
-enum class LockKind { mutex, write, read, latch };
+// Curator's LeaderLatch layout). A `permit` is one of a Semaphore's permits
+// on a store that leases them (Backend::supports_permits); a `member` is a
+// barrier member's leased entry (BarrierDriver::leased_members), which core
+// only ever renews through a LockDriver.
+enum class LockKind { mutex, write, read, latch, permit, member };
 
 // What a backend needs to take, renew or release one lock for one owner.
 struct LockRequest {
@@ -47,6 +50,10 @@ struct LockRequest {
   bool fair = false;  // FIFO among waiters (MutexOptions::fair)
   LockKind kind = LockKind::mutex;
   std::string data = {};  // stored with the holder's entry (an election's participant id); may be empty
+  // kind permit: how many permits the caller declared for the name. The
+  // store keeps the first declaration; a different one is refused with
+  // invalid_argument naming both counts. `owner` is then unique per permit.
+  std::int32_t permits = 0;
 };
 
 // Backend state a grant needs later (an open descriptor, a row id, ...).
@@ -154,6 +161,13 @@ class Backend {
   virtual bool supports_shared() const { return false; }
   // Whether its LockDriver takes LockKind::latch and answers holder() (Election).
   virtual bool supports_election() const { return false; }
+  // Whether its LockDriver takes LockKind::permit: try_acquire grants while
+  // fewer than request.permits live permits of the name are out (expired or
+  // dead ones don't count) and is Busy otherwise; tokens strictly increase
+  // across the permits of one name; release, renew, watch and list (kind
+  // "permit", one row each) work per permit. Core then makes Semaphore out
+  // of the acquire loop and the lease keeper, and semaphores() is nullptr.
+  virtual bool supports_permits() const { return false; }
   virtual LockDriver& locks() = 0;
   // One round trip with no lock logic (health check, benchmark reference).
   virtual Status ping() = 0;

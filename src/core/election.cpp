@@ -15,16 +15,12 @@ namespace {
 using detail::LockKind;
 using steady = std::chrono::steady_clock;
 
-// The session is the lease on the stores that have elections; watchdog
-// renewals only check that the candidate's entry still exists.
-constexpr MutexOptions latch_options{};
-
 // A watch is a hint: the leader is read again at least this often.
 constexpr std::chrono::milliseconds observe_safety_net{500};
 }  // namespace
 
-Election::Election(std::shared_ptr<detail::ClientState> client, std::string name)
-    : client_(std::move(client)), name_(std::move(name)) {}
+Election::Election(std::shared_ptr<detail::ClientState> client, std::string name, MutexOptions options)
+    : client_(std::move(client)), name_(std::move(name)), options_(options) {}
 
 void Election::campaign(std::string id) { campaign_until_steady(steady::time_point::max(), std::move(id)); }
 
@@ -35,7 +31,7 @@ bool Election::campaign_until_steady(steady::time_point deadline, std::string id
       throw Error(errc::lock_lost, "campaign '" + name_ + "': this thread lost leadership; resign() first");
     return true;
   }
-  return client_->acquire(name_, LockKind::latch, latch_options, deadline, std::move(id)).value();
+  return client_->acquire(name_, LockKind::latch, options_, deadline, std::move(id)).value();
 }
 
 void Election::resign() noexcept { (void)client_->release(name_, LockKind::latch); }

@@ -45,13 +45,14 @@ namespace {
 
 detail::SemaphoreDriver& driver(detail::ClientState& client) {
   // Client::semaphore() handed this handle out only if the backend has semaphores.
-  return *client.backend().semaphores();
+  return *client.semaphores();
 }
 
 }  // namespace
 
-Semaphore::Semaphore(std::shared_ptr<detail::ClientState> client, std::string name, std::ptrdiff_t permits)
-    : client_(std::move(client)), name_(std::move(name)), permits_(permits),
+Semaphore::Semaphore(std::shared_ptr<detail::ClientState> client, std::string name, std::ptrdiff_t permits,
+                     MutexOptions options)
+    : client_(std::move(client)), name_(std::move(name)), permits_(permits), options_(options),
       book_(std::make_unique<detail::PermitBook>()) {}
 
 Semaphore::Semaphore(Semaphore&&) noexcept = default;
@@ -62,6 +63,7 @@ Semaphore& Semaphore::operator=(Semaphore&& other) noexcept {
     client_ = std::move(other.client_);
     name_ = std::move(other.name_);
     permits_ = other.permits_;
+    options_ = other.options_;
     book_ = std::move(other.book_);
   }
   return *this;
@@ -78,7 +80,8 @@ bool Semaphore::try_acquire() { return acquire_until(std::chrono::steady_clock::
 bool Semaphore::acquire_until(std::chrono::steady_clock::time_point deadline) {
   if (!book_) throw Error(errc::invalid_argument, "semaphore: this handle was moved from");
   auto got = driver(*client_)
-                 .acquire(name_, static_cast<std::int32_t>(permits_), client_->owner_for_this_thread(), deadline)
+                 .acquire(name_, static_cast<std::int32_t>(permits_), client_->owner_for_this_thread(), options_,
+                          deadline)
                  .value();
   if (!got) return false;
   auto held = std::make_unique<detail::PermitBook::Held>();

@@ -28,9 +28,11 @@ class SemaphoreDriver {
   // Takes one of the `permits` permits of `name` for `owner` (as in
   // LockRequest), waiting for one to come back until `deadline` (now: one
   // attempt); nullopt if none did. Each remote step is bounded by
-  // op_timeout, whatever `deadline` is.
+  // op_timeout, whatever `deadline` is. `options` (lease, lease_mode,
+  // renew_interval, fair) apply on stores that lease permits.
   virtual Result<std::optional<Permit>> acquire(const std::string& name, std::int32_t permits,
-                                                const std::string& owner, steady::time_point deadline) = 0;
+                                                const std::string& owner, const MutexOptions& options,
+                                                steady::time_point deadline) = 0;
   // Gives the permit back; lock_lost if it was no longer ours.
   virtual Status release(const std::string& name, Permit& permit) = 0;
   // Permits out now, held by anyone.

@@ -21,7 +21,8 @@ Status removed(Call& call, steady::time_point deadline, std::string_view step, c
 
 }  // namespace
 
-Result<std::string> Barriers::join(const std::string& name, steady::time_point deadline) {
+Result<std::string> Barriers::join(const std::string& name, std::chrono::milliseconds /*lease: the session is the lease*/,
+                                   steady::time_point deadline) {
   const std::string step = "entering barrier '" + name + "'";
   auto member = random_uuid();
   if (!member) return member;

@@ -26,7 +26,8 @@ namespace dlock::detail::zookeeper {
 class Barriers final : public BarrierDriver {
  public:
   explicit Barriers(Session& session) : session_(session) {}
-  Result<std::string> join(const std::string& name, steady::time_point deadline) override;
+  Result<std::string> join(const std::string& name, std::chrono::milliseconds lease,
+                           steady::time_point deadline) override;
   Result<BarrierCheck> entered(const std::string& name, const std::string& member, int parties, bool watch,
                                steady::time_point deadline) override;
   Result<BarrierCheck> left(const std::string& name, const std::string& member, bool watch,

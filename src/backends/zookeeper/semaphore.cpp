@@ -20,7 +20,8 @@ std::string basename(const std::string& path) { return path.substr(path.rfind('/
 }  // namespace
 
 Result<std::optional<Permit>> Semaphores::acquire(const std::string& name, std::int32_t permits,
-                                                  const std::string& owner, steady::time_point deadline) {
+                                                  const std::string& owner, const MutexOptions& /*options*/,
+                                                  steady::time_point deadline) {
   // The session is the lease of the mutex too: no renewal, no lease end.
   const LockRequest mutex{name + "/locks", owner, std::chrono::hours(24), LeaseMode::watchdog};
   ClientOptions options;

@@ -31,8 +31,9 @@ class Semaphores final : public SemaphoreDriver {
  public:
   // `locks`: the backend's own mutex, taken on <name>/locks.
   Semaphores(Session& session, LockDriver& locks) : session_(session), locks_(locks) {}
+  // `options` are not used: the session is every permit's lease.
   Result<std::optional<Permit>> acquire(const std::string& name, std::int32_t permits, const std::string& owner,
-                                        steady::time_point deadline) override;
+                                        const MutexOptions& options, steady::time_point deadline) override;
   Status release(const std::string& name, Permit& permit) override;
   Result<std::int64_t> in_use(const std::string& name) override;
 
