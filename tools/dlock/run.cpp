@@ -60,10 +60,10 @@ class Claim {
     if (args.permits < 0)
       throw Error(errc::invalid_argument, "--permits: must be >= 1, not " + std::to_string(args.permits));
     if (args.elect) {
-      election_.emplace(client.election(args.name));
+      election_.emplace(client.election(args.name, {.lease = lease}));
       id_ = args.id.empty() ? default_id() : args.id;
     } else if (args.permits) {
-      semaphore_.emplace(client.semaphore(args.name, args.permits));
+      semaphore_.emplace(client.semaphore(args.name, args.permits, {.lease = lease}));
     } else {
       mutex_.emplace(client.mutex(args.name, {.lease = lease}));
     }
