@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Installs dlock from a build tree (or unpacks its Debian package) into a
+# throw-away root and builds examples/basic.cpp against it from outside the
+# tree, the three ways a user would: find_package (shared and static) and
+# pkg-config. Runs each program on a file:// lock directory.
+# Usage: consume.sh install|deb SOURCE_DIR BUILD_DIR
+set -euo pipefail
+mode=$1 src=$2 build=$3
+work=$(mktemp -d "${TMPDIR:-/tmp}/dlock-consume-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+fail() { echo "consume.sh: $*" >&2; exit 1; }
+example=$src/examples/basic.cpp
+
+case $mode in
+  install)
+    cmake --install "$build" --prefix "$work/prefix" >/dev/null
+    prefix=$work/prefix
+    ;;
+  deb)
+    (cd "$build" && cpack -G DEB -B "$work/package" >/dev/null) || fail "cpack -G DEB failed"
+    deb=$(ls "$work"/package/*.deb)
+    # The package declares what it needs at run time: the store client libraries.
+    depends=$(dpkg-deb -f "$deb" Depends)
+    echo "Depends: $depends"
+    for lib in libhiredis libzookeeper-mt libsqlite3; do
+      [[ $depends == *"$lib"* ]] || fail "the package does not depend on $lib"
+    done
+    contents=$(dpkg-deb -c "$deb")
+    [[ $contents == *" ./usr/bin/dlock"* ]] || fail "the package has no /usr/bin/dlock"
+    dpkg -x "$deb" "$work/root"   # a throw-away root; the machine's packages are untouched
+    prefix=$work/root/usr
+    ;;
+  *) fail "usage: consume.sh install|deb SOURCE_DIR BUILD_DIR" ;;
+esac
+
+libdir=$(dirname "$(find "$prefix" -name 'libdlock.so.*.*.*' | head -1)")
+[[ -d $libdir ]] || fail "no libdlock.so installed under $prefix"
+lockdir=$work/locks
+
+expect_runs() {  # program: it must take the lock and print its fencing token
+  local out
+  out=$(LD_LIBRARY_PATH=$libdir "$1" "file://$lockdir") || fail "$1 failed"
+  [[ $out == "holding stock:1001 with fencing token "* ]] || fail "$1 printed: $out"
+  echo "$(basename "$1"): $out"
+}
+
+# The library exports the public API only: nothing of dlock::detail, nothing
+# of the store client libraries.
+leaked=$(nm -DC --defined-only "$libdir"/libdlock.so.*.*.* | awk '{ $1 = ""; $2 = ""; print }' |
+         grep -v '^  \(dlock::\|typeinfo for dlock::\|typeinfo name for dlock::\|vtable for dlock::\)' |
+         grep -v '^  [^(]* std::.*dlock::' | grep -v '^  dlock::detail' || true)
+[[ -z $leaked ]] || fail "libdlock.so exports more than dlock's public API: $(echo "$leaked" | head -5)"
+detail=$(nm -DC --defined-only "$libdir"/libdlock.so.*.*.* | awk '$3 ~ /^dlock::detail::/')
+[[ -z $detail ]] || fail "libdlock.so exports dlock::detail symbols: $(echo "$detail" | head -3)"
+soname=$(objdump -p "$libdir"/libdlock.so.*.*.* | awk '/SONAME/ { print $2 }')
+[[ $soname =~ ^libdlock\.so\.[0-9]+\.[0-9]+$ ]] || fail "unexpected SONAME '$soname'"
+
+# 1. CMake find_package, shared and static.
+cmake -S "$src/tests/install/consumer" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
+      -DDLOCK_EXAMPLE="$example" -DDLOCK_COMPONENTS="file;redis;zookeeper;sqlite" >/dev/null
+cmake --build "$work/cmake" -j 2 >/dev/null
+expect_runs "$work/cmake/basic_shared"
+expect_runs "$work/cmake/basic_static"
+needed_static=$(readelf -d "$work/cmake/basic_static") needed_shared=$(readelf -d "$work/cmake/basic_shared")
+[[ $needed_static != *libdlock* ]] || fail "basic_static needs libdlock.so"
+[[ $needed_shared == *"$soname"* ]] || fail "basic_shared does not load $soname"
+
+# A backend the build lacks is refused by name.
+if out=$(cmake -S "$src/tests/install/consumer" -B "$work/cmake-missing" -DCMAKE_PREFIX_PATH="$prefix" \
+         -DDLOCK_EXAMPLE="$example" -DDLOCK_COMPONENTS="etcd" 2>&1); then
+  fail "find_package(dlock COMPONENTS etcd) succeeded"
+fi
+[[ $out == *"without the 'etcd' backend"* ]] || fail "a missing component's message does not name it: $out"
+
+# 2. pkg-config (a package unpacked elsewhere than its prefix: --define-prefix).
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+pkg-config --exists dlock || fail "pkg-config does not find dlock.pc"
+[[ $(pkg-config --modversion dlock) == 0.2.* ]] || fail "dlock.pc has version $(pkg-config --modversion dlock)"
+static_libs=$(pkg-config --define-prefix --static --libs dlock)
+[[ $static_libs == *-lhiredis* && $static_libs == *-lzookeeper_mt* ]] ||
+  fail "pkg-config --static --libs dlock does not name the store clients: $static_libs"
+# shellcheck disable=SC2046
+g++ -o "$work/basic_pc" "$example" $(pkg-config --define-prefix --cflags --libs dlock)
+expect_runs "$work/basic_pc"
+echo "consume.sh $mode: ok"
