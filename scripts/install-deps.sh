@@ -6,10 +6,11 @@
 # ZooKeeper: the server (run by scripts/zookeeper-server.sh, slf4j-simple for its log),
 # the C client (libzookeeper-mt-dev), and for the interop tests and benchmarks Apache
 # Curator with a javac to build tests/interop/java/CuratorTool.java, and kazoo.
+# dpkg-dev and binutils: cpack -G DEB (dpkg-shlibdeps) and the install test (nm, readelf).
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git dpkg-dev binutils
   libgtest-dev libgmock-dev
   libsqlite3-dev sqlite3
   libcli11-dev nlohmann-json3-dev
