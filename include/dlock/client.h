@@ -25,6 +25,7 @@
 #include <dlock/options.h>
 #include <dlock/status.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -57,7 +58,19 @@ struct LockInfo {
   std::string kind = "mutex";
 };
 
-// Counters since the client was made (for metrics and tests).
+// How long acquisitions took, from the call to the grant (waiting
+// included; re-entries and attempts that got nothing not counted).
+struct LatencyHistogram {
+  // Upper bounds of the buckets, in seconds; a last bucket takes the rest.
+  static constexpr std::array<double, 14> bounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                    0.025,  0.05,    0.1,    0.25,  0.5,    1.0,  5.0};
+  std::array<std::uint64_t, bounds.size() + 1> counts{};  // per bucket (not cumulative)
+  std::uint64_t count = 0;                                 // all of them
+  double sum_seconds = 0;                                  // their total time
+};
+
+// Counters since the client was made (for metrics and tests; see
+// dlock/metrics.h for the Prometheus text of them).
 struct ClientStats {
   std::uint64_t acquisitions = 0;     // grants from the store (re-entries not counted)
   std::uint64_t releases = 0;         // releases the store confirmed
@@ -70,6 +83,11 @@ struct ClientStats {
   // notifications: 0). One per handoff is ideal; more means a release woke
   // waiters that then found the lock taken.
   std::uint64_t wakeups = 0;
+  std::uint64_t waits = 0;             // acquisitions that found the lock busy and waited
+  std::uint64_t renewal_failures = 0;  // renewals that could not reach the store (retried until the lease's end)
+  std::uint64_t disconnects = 0;       // connections to the store lost (a store with several counts each)
+  std::uint64_t reconnects = 0;        // connections to the store made again after a loss
+  LatencyHistogram acquire_latency;
 };
 
 class Client {

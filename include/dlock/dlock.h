@@ -7,6 +7,7 @@
 #include <dlock/election.h>
 #include <dlock/error.h>
 #include <dlock/latch.h>
+#include <dlock/metrics.h>
 #include <dlock/multi_lock.h>
 #include <dlock/mutex.h>
 #include <dlock/semaphore.h>

@@ -8,8 +8,21 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
+#include <string_view>
 
 namespace dlock {
+
+// How much a log message matters (ClientOptions::log).
+enum class LogLevel {
+  debug,    // detail for tracing a problem
+  info,     // a normal event worth a line: a connection restored
+  warning,  // something the service should know: a lock lost, a release that failed, a connection lost
+  error,    // dlock could not do what it must (a background step failed for good)
+};
+
+// For messages: "debug", "info", "warning", "error".
+std::string_view to_string(LogLevel level) noexcept;
 
 struct ClientOptions {
   // Longest one call to the store may take (connecting included) before it
@@ -20,6 +33,13 @@ struct ClientOptions {
   // safety net; backends without notifications (sqlite) back off with jitter
   // from 1 ms up to this. Must be > 0.
   std::chrono::milliseconds max_backoff{100};
+  // Receives dlock's log messages: a lock lost (and why), a release that
+  // failed, a connection to the store lost or restored. Called on any
+  // dlock thread, the lease keeper's and the store client's included: it
+  // must be thread-safe, should return quickly and must not call back into
+  // the client. Messages never contain passwords or owner tokens. Empty
+  // (the default): dlock writes nothing anywhere.
+  std::function<void(LogLevel, std::string_view message)> log = {};
 };
 
 enum class LeaseMode {

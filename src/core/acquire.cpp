@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <utility>
 
 namespace dlock::detail {
 namespace {
@@ -19,10 +20,11 @@ constexpr std::chrono::milliseconds expiry_margin{1};
 
 Result<std::optional<Grant>> acquire(LockDriver& driver, const LockRequest& request,
                                      steady::time_point deadline, const ClientOptions& options,
-                                     std::atomic<std::uint64_t>& wakeups) {
+                                     std::atomic<std::uint64_t>& wakeups, std::atomic<std::uint64_t>* waits) {
   Backoff backoff(std::chrono::milliseconds(1), options.max_backoff);
   std::unique_ptr<Waiter> waiter;
   bool subscribed = false;
+  bool counted_wait = false;
   if (driver.waits_in_queue() && deadline > steady::now()) {
     // The place in the store's queue is taken by the first attempt and kept
     // by the waiter: no attempt, release and re-queue per wait.
@@ -37,6 +39,7 @@ Result<std::optional<Grant>> acquire(LockDriver& driver, const LockRequest& requ
 
     auto now = steady::now();
     if (now >= deadline) return std::optional<Grant>();
+    if (waits && !std::exchange(counted_wait, true)) waits->fetch_add(1, std::memory_order_relaxed);
     if (!subscribed) {
       // Subscribe, then try once more: a release between the failed
       // attempt and the subscription would otherwise be missed.

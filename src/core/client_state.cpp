@@ -5,6 +5,8 @@
 #include "core/permit_semaphores.h"
 #include "core/validate.h"
 
+#include <algorithm>
+
 namespace dlock::detail {
 
 ClientState::ClientState(std::unique_ptr<Backend> backend, std::string client_id, std::string url,
@@ -14,7 +16,9 @@ ClientState::ClientState(std::unique_ptr<Backend> backend, std::string client_id
       url_(std::move(url)),
       scheme_(std::move(scheme)),
       options_(options),
-      keeper_(std::make_unique<LeaseKeeper>(backend_->locks())) {}
+      keeper_(std::make_unique<LeaseKeeper>(backend_->locks())) {
+  backend_->events().set_log(options_.log);
+}
 
 ClientState::~ClientState() {
   keeper_.reset();  // no renewal from here on
@@ -74,12 +78,21 @@ Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const 
 }
 
 Result<std::optional<Grant>> ClientState::take(const LockRequest& request, steady::time_point deadline) {
+  const auto start = steady::now();
   for (;;) {
-    auto got = detail::acquire(backend_->locks(), request, deadline, options_, wakeups_);
+    auto got = detail::acquire(backend_->locks(), request, deadline, options_, wakeups_, &waits_);
     if (!got || !*got) return got;
     // A grant whose answer took longer than its lease may already belong to
     // someone else: give it back and try again (or report the timeout).
-    if ((*got)->valid_until > steady::now()) return got;
+    if (const auto now = steady::now(); (*got)->valid_until > now) {
+      const auto took = std::chrono::duration<double>(now - start).count();
+      const auto& bounds = LatencyHistogram::bounds;
+      const auto bucket = static_cast<std::size_t>(std::lower_bound(bounds.begin(), bounds.end(), took) - bounds.begin());
+      latency_counts_[bucket].fetch_add(1, std::memory_order_relaxed);
+      latency_sum_ns_.fetch_add(static_cast<std::uint64_t>(std::chrono::nanoseconds(now - start).count()),
+                                std::memory_order_relaxed);
+      return got;
+    }
     (void)backend_->locks().release(request, **got);
     if (steady::now() >= deadline) return std::optional<Grant>();
   }
@@ -95,10 +108,11 @@ std::shared_ptr<Hold> ClientState::keep(LockRequest request, Grant grant, const 
   hold->next_renewal = steady::now() + hold->renew_every;
   hold->set_lease_end(hold->grant.valid_until);
   hold->lost_counter = &leases_lost_;
+  hold->events = &backend_->events();
   if (hold->grant.dropped.stop_possible()) {
     Hold* h = hold.get();
     hold->on_dropped = std::make_unique<std::stop_callback<std::function<void()>>>(
-        hold->grant.dropped, std::function<void()>([h] { h->mark_lost(); }));
+        hold->grant.dropped, std::function<void()>([h] { h->mark_lost("the store dropped it (its session ended)"); }));
   }
   if (hold->grant.valid_until != steady::time_point::max()) keeper_->add(hold);
   return hold;
@@ -143,6 +157,9 @@ Status ClientState::let_go(Hold& hold, bool release) noexcept {
                                         (s.ok() ? std::string() : " (and releasing failed too: " + s.message() + ")"));
     }
     (s.ok() ? releases_ : failed_releases_).fetch_add(1, std::memory_order_relaxed);
+    if (!s.ok())
+      backend_->events().log(LogLevel::warning, std::string("releasing ") + std::string(kind_name(hold.request.kind)) +
+                                                    " '" + name + "' failed: " + s.message());
     return s;
   } catch (const std::exception& e) {
     failed_releases_.fetch_add(1);
@@ -176,6 +193,15 @@ ClientStats ClientState::stats() const {
   out.renewal_batches = k.batches;
   out.leases_lost = leases_lost_.load();
   out.wakeups = wakeups_.load();
+  out.waits = waits_.load();
+  out.renewal_failures = k.failures;
+  out.disconnects = backend_->events().disconnects();
+  out.reconnects = backend_->events().reconnects();
+  for (std::size_t i = 0; i < latency_counts_.size(); ++i) {
+    out.acquire_latency.counts[i] = latency_counts_[i].load(std::memory_order_relaxed);
+    out.acquire_latency.count += out.acquire_latency.counts[i];
+  }
+  out.acquire_latency.sum_seconds = static_cast<double>(latency_sum_ns_.load()) / 1e9;
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include "core/lease_keeper.h"
 #include "core/semaphore_driver.h"
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -82,6 +83,10 @@ class ClientState {
   std::atomic<std::uint64_t> failed_releases_{0};
   std::atomic<std::uint64_t> leases_lost_{0};
   std::atomic<std::uint64_t> wakeups_{0};
+  std::atomic<std::uint64_t> waits_{0};
+  // ClientStats::acquire_latency: counts per bucket, and the sum in ns.
+  std::array<std::atomic<std::uint64_t>, LatencyHistogram::bounds.size() + 1> latency_counts_{};
+  std::atomic<std::uint64_t> latency_sum_ns_{0};
   std::unique_ptr<LeaseKeeper> keeper_;
   std::unique_ptr<SemaphoreDriver> permits_;  // Backend::supports_permits only
 };

@@ -11,6 +11,8 @@
 #include <dlock/options.h>
 #include <dlock/status.h>
 
+#include "core/events.h"
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -40,6 +42,19 @@ using steady = std::chrono::steady_clock;
 // barrier member's leased entry (BarrierDriver::leased_members), which core
 // only ever renews through a LockDriver.
 enum class LockKind { mutex, write, read, latch, permit, member };
+
+// For messages: "lock", "write lock", "read lock", "leadership", "permit", "barrier membership".
+constexpr std::string_view kind_name(LockKind kind) {
+  switch (kind) {
+    case LockKind::mutex: return "lock";
+    case LockKind::write: return "write lock";
+    case LockKind::read: return "read lock";
+    case LockKind::latch: return "leadership";
+    case LockKind::permit: return "permit";
+    case LockKind::member: return "barrier membership";
+  }
+  return "lock";
+}
 
 // What a backend needs to take, renew or release one lock for one owner.
 struct LockRequest {
@@ -181,6 +196,13 @@ class Backend {
   virtual SemaphoreDriver* semaphores() { return nullptr; }
   // Barrier; nullptr where the backend has none.
   virtual BarrierDriver* barriers() { return nullptr; }
+
+  // Where the backend's session code reports a connection lost or restored
+  // (counted in ClientStats, logged through ClientOptions::log).
+  Events& events() noexcept { return events_; }
+
+ private:
+  Events events_;
 };
 
 }  // namespace dlock::detail

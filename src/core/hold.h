@@ -10,6 +10,8 @@
 #include <memory>
 #include <mutex>
 #include <stop_token>
+#include <string>
+#include <string_view>
 #include <thread>
 
 namespace dlock::detail {
@@ -29,6 +31,7 @@ struct Hold {
   // grant.valid_until, readable without mu (lease_end / set_lease_end).
   std::atomic<steady::rep> valid_until{steady::time_point::max().time_since_epoch().count()};
   std::atomic<std::uint64_t>* lost_counter = nullptr;  // the client's count of lost holds
+  const Events* events = nullptr;                      // where a loss is logged
   std::stop_source stop;
   std::mutex mu;                        // serialises renewal against release
   std::condition_variable renewed;      // renewing turned false
@@ -45,10 +48,17 @@ struct Hold {
   std::unique_ptr<std::stop_callback<std::function<void()>>> on_dropped;
 
   // Marks the lease gone, once: lost() turns true, stop_token() fires, the
-  // client counts it.
-  void mark_lost() noexcept {
+  // client counts it and logs `why`.
+  void mark_lost(std::string_view why = "its lease ran out") noexcept {
     if (lost.exchange(true)) return;
     if (lost_counter) lost_counter->fetch_add(1, std::memory_order_relaxed);
+    if (events) {
+      try {
+        events->log(LogLevel::warning, std::string(kind_name(request.kind)) + " '" + request.name + "' lost: " +
+                                           std::string(why));
+      } catch (...) {
+      }
+    }
     stop.request_stop();
   }
 

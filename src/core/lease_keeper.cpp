@@ -93,7 +93,7 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
   std::vector<Hold*> batched;
   // Marked lost only after every lock is dropped: stop callbacks may call
   // back into the client.
-  std::vector<Hold*> to_lose;
+  std::vector<std::pair<Hold*, std::string>> to_lose;
   const auto now = steady::now();
   for (auto& h : due) {
     std::lock_guard g(h->mu);
@@ -103,7 +103,8 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
       if (!h->in_keeper) continue;  // removed after it was found due
     }
     if (now >= h->grant.valid_until) {
-      to_lose.push_back(h.get());  // the store may have freed it already
+      // The store may have freed it already.
+      to_lose.emplace_back(h.get(), "its lease ran out before a renewal reached the store");
       continue;
     }
     if (h->request.mode == LeaseMode::fixed) continue;
@@ -127,9 +128,13 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
           // it was answered: otherwise every batch's round trip pushes its
           // group later, and two groups half a period apart never merge.
           h.next_renewal = std::max(now + h.renew_every, after);
-        } else if (s.code() == errc::lock_lost || s.code() == errc::not_owner || after >= h.lease_end()) {
-          to_lose.push_back(&h);
+        } else if (s.code() == errc::lock_lost || s.code() == errc::not_owner) {
+          to_lose.emplace_back(&h, "the store refused its renewal (" + s.message() + ")");
+        } else if (after >= h.lease_end()) {
+          ++counters_.failures;
+          to_lose.emplace_back(&h, "its lease ran out while renewals failed (" + s.message() + ")");
         } else {
+          ++counters_.failures;
           h.next_renewal = after + retry_after_failure(h);
         }
       }
@@ -142,7 +147,7 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
       h->renewed.notify_all();
     }
   }
-  for (Hold* h : to_lose) h->mark_lost();
+  for (auto& [h, why] : to_lose) h->mark_lost(why);
 }
 
 }  // namespace dlock::detail

@@ -38,6 +38,7 @@ class LeaseKeeper {
   struct Counters {
     std::uint64_t renewals = 0;  // leases extended
     std::uint64_t batches = 0;   // renew() calls
+    std::uint64_t failures = 0;  // renewals that could not reach the store (retried)
   };
   Counters counters() const;
 

@@ -18,6 +18,7 @@
 //   db=N                  redis+unix only (redis:// takes it as the path)
 #pragma once
 
+#include "core/events.h"
 #include "core/url.h"
 
 #include <dlock/options.h>
@@ -44,6 +45,7 @@ struct Config {
   std::chrono::milliseconds waiter_ttl{2'000};
   std::chrono::milliseconds token_retention{3'600'000};
   std::string redacted_url;  // for messages: no password
+  Events* events = nullptr;  // the backend's: where a connection lost or restored is reported
 };
 
 Result<Config> parse_config(const Url& url, const ClientOptions& options);

@@ -108,6 +108,12 @@ Status unexpected(std::string_view step) {
   return Status(errc::internal, "redis backend: " + std::string(step) + ": unexpected reply from the script");
 }
 
+// `config` with the backend's events as where connection changes go.
+Config reporting_to(Config config, Events& events) {
+  config.events = &events;
+  return config;
+}
+
 class RedisBackend;
 
 // A thread waiting for a lock: its slot in the subscriber's table; leaving
@@ -128,7 +134,7 @@ class RedisWaiter final : public Waiter {
 class RedisBackend final : public Backend, public LockDriver {
  public:
   RedisBackend(Config config, std::string client_id)
-      : config_(std::move(config)),
+      : config_(reporting_to(std::move(config), events())),
         client_id_(std::move(client_id)),
         channel_prefix_(config_.prefix + "client:"),
         pool_(config_, &shas_),

@@ -212,6 +212,7 @@ Status Connection::connect(steady::time_point deadline) {
   backoff_ = milliseconds(0);
   retry_at_ = {};
   made_in_ = generation_ ? generation_->load() : 0;
+  if (std::exchange(was_lost_, false) && config_.events) config_.events->connection_restored(config_.redacted_url);
   return {};
 }
 
@@ -221,8 +222,19 @@ bool Connection::readable_while_idle() const noexcept {
   return ::poll(&p, 1, 0) != 0;
 }
 
-Status Connection::fail(Status why) {
+void Connection::lose(std::string_view what) noexcept {
+  if (context_ && config_.events) {
+    was_lost_ = true;
+    try {
+      config_.events->connection_lost(config_.redacted_url + ": " + std::string(what));
+    } catch (...) {
+    }
+  }
   drop();
+}
+
+Status Connection::fail(Status why) {
+  lose(why.message());
   if (generation_) generation_->fetch_add(1);
   return why;
 }

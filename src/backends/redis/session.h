@@ -116,6 +116,9 @@ class Connection {
   Status wait(steady::time_point deadline, std::string_view step);
   // Gives up on the connection (drops it): `why`, for the caller to return.
   Status fail(Status why);
+  // Drops a connection that failed (`what` went wrong), reporting it lost
+  // if it was up.
+  void lose(std::string_view what) noexcept;
 
  private:
   Status connect_failure(Status why);
@@ -124,6 +127,7 @@ class Connection {
   const Config& config_;
   std::atomic<std::uint64_t>* generation_;
   std::uint64_t made_in_ = 0;
+  bool was_lost_ = false;  // up once, then lost: the next connect() is a reconnect
   redisContext* context_ = nullptr;
   std::string out_;            // written up to out_done_
   std::size_t out_done_ = 0;

@@ -151,13 +151,13 @@ void Subscriber::run() {
     pollfd p[2] = {{stop_fd_, POLLIN, 0}, {c->fd, POLLIN, 0}};
     int n = ::poll(p, 2, timeout);
     if (n < 0 && errno != EINTR) {
-      connection_.drop();
+      connection_.lose("subscriber: waiting for messages failed");
       continue;
     }
     if (p[0].revents) return;  // the backend is being destroyed
     if (p[1].revents) {
       if (redisBufferRead(c) != REDIS_OK) {
-        connection_.drop();  // EOF or error: the server went away; resubscribe
+        connection_.lose("subscriber: the server closed the connection");  // resubscribe
         continue;
       }
       void* raw = nullptr;
@@ -169,13 +169,13 @@ void Subscriber::run() {
         else dispatch(reply.get());
       }
       if (c->err) {
-        connection_.drop();
+        connection_.lose("subscriber: a read failed");
         continue;
       }
     }
     const auto after = steady::now();
     if (ping_sent != steady::time_point::max()) {
-      if (after >= ping_sent + config_.op_timeout) connection_.drop();  // no PONG: the server is gone
+      if (after >= ping_sent + config_.op_timeout) connection_.lose("subscriber: no answer to PING");
     } else if (after >= heard_at + ping_every) {
       // In subscribed mode PING answers ["pong", ""].
       if (redisAppendCommand(c, "PING") != REDIS_OK) {

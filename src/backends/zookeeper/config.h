@@ -30,6 +30,8 @@
 #include <dlock/options.h>
 #include <dlock/status.h>
 
+#include "core/events.h"
+
 #include <chrono>
 #include <optional>
 #include <string>
@@ -47,6 +49,7 @@ struct Config {
   bool lost_on_suspend = true;
   std::chrono::milliseconds op_timeout{};
   std::string redacted_url;  // for messages: no password
+  Events* events = nullptr;  // the backend's: where a connection lost or restored is reported
 };
 
 Result<Config> parse_config(const Url& url, const ClientOptions& options);

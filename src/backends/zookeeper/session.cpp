@@ -216,23 +216,36 @@ void Session::on_session_event(zhandle_t* zh, int type, int state, const char*, 
   if (type != ZOO_SESSION_EVENT) return;
   auto* ctx = static_cast<HandleContext*>(context);
   Session& self = *ctx->session;
+  enum class Change { none, lost, restored, expired } change = Change::none;
   {
     std::lock_guard lk(self.mu_);
     if (ctx->generation != self.generation_) return;  // a handle being closed
     if (state == ZOO_CONNECTED_STATE) {
+      if (!self.connected_ && self.ever_connected_) change = Change::restored;
+      self.ever_connected_ = true;
       self.connected_ = true;
       self.suspended_at_ = steady::time_point::max();
       self.session_id_ = zoo_client_id(zh)->client_id;
       self.negotiated_ = milliseconds(zoo_recv_timeout(zh));
     } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
-      if (self.connected_) self.suspended_at_ = steady::now();
+      if (self.connected_) {
+        self.suspended_at_ = steady::now();
+        change = Change::lost;
+      }
       self.connected_ = false;
     } else {
+      if (state == ZOO_EXPIRED_SESSION_STATE) change = Change::expired;
       self.connected_ = false;  // expired, auth failed, closing
     }
     self.events_.push_back(state);
   }
   self.cv_.notify_all();
+  // Outside the lock: the user's log callback runs here.
+  if (Events* events = self.config_.events) {
+    if (change == Change::lost) events->connection_lost(self.config_.redacted_url + ": session suspended");
+    if (change == Change::expired) events->connection_lost(self.config_.redacted_url + ": session expired");
+    if (change == Change::restored) events->connection_restored(self.config_.redacted_url);
+  }
 }
 
 void Session::on_watch(zhandle_t* zh, int type, int, const char* path, void* context) {

@@ -242,6 +242,7 @@ class Session {
   std::deque<int> events_;                  // session states from the C client
   steady::time_point next_sweep_ = steady::time_point::min();
   bool connected_ = false;
+  bool ever_connected_ = false;  // guarded by mu_: a later CONNECTED is a reconnect
   bool stopping_ = false;
   bool kicked_ = false;                     // the monitor has new work (nodes to delete, a lease end)
   std::uint64_t generation_ = 1;

@@ -151,9 +151,15 @@ class ContenderWaiter final : public Waiter {
   std::shared_ptr<Contender> contender_;
 };
 
+// `config` with the backend's events as where session changes go.
+Config reporting_to(Config config, Events& events) {
+  config.events = &events;
+  return config;
+}
+
 class ZooKeeperBackend final : public Backend, public LockDriver {
  public:
-  explicit ZooKeeperBackend(Config config) : session_(std::move(config)) {}
+  explicit ZooKeeperBackend(Config config) : session_(reporting_to(std::move(config), events())) {}
 
   Status start() { return session_.start(); }
 
