@@ -208,6 +208,32 @@ TEST_F(Cli, StatusShowsHeldLocks) {
   EXPECT_EQ(dlock({"status", "--backend", url(), "--json", "status/"}).second, "[]\n");
 }
 
+TEST_F(Cli, StatusMetricsCountsHeldLocksAndReportsADeadStoreAsDown) {
+  auto c = dlock::connect(url());
+  auto a = c->mutex("metrics/a");
+  auto b = c->mutex("metrics/b");
+  a.lock();
+  b.lock();
+  auto [status, out] = dlock({"status", "--backend", url(), "--metrics", "metrics/"});
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(out.find("dlock_store_up{backend=\"file\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("dlock_held{backend=\"file\",kind=\"mutex\"} 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("# TYPE dlock_lease_remaining_min_seconds gauge\n"), std::string::npos) << out;
+  a.unlock();
+  b.unlock();
+  EXPECT_NE(dlock({"status", "--backend", url(), "--metrics", "metrics/"}).second.find(
+                "dlock_held{backend=\"file\",kind=\"mutex\"} 0\n"),
+            std::string::npos);
+  // Nothing listens on port 1: down, with the store-unreachable status.
+  auto [down, text] = dlock({"status", "--backend", "redis://127.0.0.1:1", "--metrics"});
+  if (text.find("unknown scheme") == std::string::npos) {
+    EXPECT_EQ(down, 69) << text;
+    EXPECT_NE(text.find("dlock_store_up{backend=\"redis\"} 0\n"), std::string::npos) << text;
+  }
+  // A malformed URL is a usage error, not a store that is down.
+  EXPECT_EQ(dlock({"status", "--backend", "redis://127.0.0.1:x", "--metrics"}).first, 64);
+}
+
 // The main job: with the lock (and segmented, and atomic) the sale is exact;
 // without it — or with a per-process mutex — it oversells.
 TEST_F(Cli, DemoJsonNeverOversellsWithALock) {

@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <mutex>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -263,6 +265,51 @@ TEST_F(RedisFault, NoConnectionOrThreadOutlivesTheClient) {
   const auto until = steady::now() + 3s;
   while (connections() != before && steady::now() < until) std::this_thread::sleep_for(50ms);
   EXPECT_EQ(connections(), before) << "connections left open after the client was destroyed";
+}
+
+// An operator's view of a restart: the log callback hears the connection
+// lost and restored and the lock lost, the counters and the metrics text
+// show them, and no message carries the password or an owner id.
+TEST_F(RedisFault, ARestartIsLoggedAndCountedWithoutSecrets) {
+  stop();
+  start({"--requirepass", "s3cr3t-pw"});
+  std::mutex mu;
+  std::vector<std::pair<LogLevel, std::string>> lines;
+  auto client = dlock::connect("redis://:s3cr3t-pw@127.0.0.1:" + port(),
+                               {.op_timeout = 1s, .log = [&](LogLevel level, std::string_view message) {
+                                  std::lock_guard lk(mu);
+                                  lines.emplace_back(level, std::string(message));
+                                }});
+  auto m = client->mutex("logged", {.lease = 1500ms});
+  m.lock();
+  restart();
+  ASSERT_TRUE(server_);
+  const auto until = steady::now() + scaled(5s);
+  while (!m.lost() && steady::now() < until) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(m.lost()) << "the renewal after the restart should find the lock gone";
+  m.unlock();
+  EXPECT_TRUE(m.try_lock_for(scaled(2s))) << "the client should work against the new server";
+  m.unlock();
+
+  const auto stats = client->stats();
+  EXPECT_GE(stats.disconnects, 1u);
+  EXPECT_GE(stats.reconnects, 1u);
+  EXPECT_EQ(stats.leases_lost, 1u);
+  const auto text = metrics_text(*client);
+  EXPECT_NE(text.find("dlock_leases_lost_total{backend=\"redis\"} 1\n"), std::string::npos) << text;
+
+  std::lock_guard lk(mu);
+  auto logged = [&](LogLevel level, const std::string& part) {
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const auto& l) { return l.first == level && l.second.find(part) != std::string::npos; });
+  };
+  EXPECT_TRUE(logged(LogLevel::warning, "connection lost")) << "no warning about the lost connection";
+  EXPECT_TRUE(logged(LogLevel::info, "connection restored")) << "no line about the restored connection";
+  EXPECT_TRUE(logged(LogLevel::warning, "lock 'logged' lost")) << "no warning about the lost lock";
+  for (const auto& [level, message] : lines) {
+    EXPECT_EQ(message.find("s3cr3t-pw"), std::string::npos) << message;
+    EXPECT_FALSE(std::regex_search(message, std::regex("[0-9a-f]{16}"))) << "an owner id in: " << message;
+  }
 }
 
 }  // namespace

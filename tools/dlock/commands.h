@@ -32,4 +32,7 @@ std::chrono::milliseconds duration_arg(const std::string& text, std::string_view
 // JSON string literal with escapes.
 std::string json_string(std::string_view s);
 
+// A Prometheus label value, quoted: backslash, double quote and newline escaped.
+std::string prometheus_label(std::string_view s);
+
 }  // namespace dlock::cli

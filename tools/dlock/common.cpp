@@ -43,4 +43,17 @@ std::string json_string(std::string_view s) {
   return out + "\"";
 }
 
+std::string prometheus_label(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    if (c == '\\' || c == '"') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 }  // namespace dlock::cli
