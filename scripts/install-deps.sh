@@ -7,6 +7,8 @@
 # the C client (libzookeeper-mt-dev), and for the interop tests and benchmarks Apache
 # Curator with a javac to build tests/interop/java/CuratorTool.java, and kazoo.
 # dpkg-dev and binutils: cpack -G DEB (dpkg-shlibdeps) and the install test (nm, readelf).
+# doxygen: the API reference (a test builds it without warnings); python3-matplotlib:
+# bench/plot's charts (a test draws them).
 set -euo pipefail
 
 packages=(
@@ -18,6 +20,7 @@ packages=(
   python3 python3-redis
   zookeeper libzookeeper-mt-dev libslf4j-java
   default-jdk-headless libcurator-recipes-java python3-kazoo
+  doxygen python3-matplotlib
 )
 
 missing=()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs every test:
-#   1. the dev build (warnings as errors): unit, conformance and CLI tests;
+#   1. the dev build (warnings as errors): unit, conformance, fault, interop, CLI,
+#      install and docs tests (the API reference builds without warnings; bench/plot draws);
 #   2. the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the unit tests under ThreadSanitizer.
 # Usage: scripts/test.sh [--quick]   (--quick: only step 1)
