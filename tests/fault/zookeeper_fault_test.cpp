@@ -22,6 +22,7 @@
 #include <atomic>
 #include <future>
 #include <map>
+#include <mutex>
 #include <regex>
 #include <thread>
 
@@ -127,6 +128,43 @@ TEST_F(ZooKeeperFault, DroppedConnectionLosesTheLockAndFreesItUnderTheSafePolicy
   EXPECT_LT(steady::now() - start, scaled(5s)) << "the dropped hold's node was left until the session expired";
   EXPECT_EQ(m.unlock_checked().code(), errc::lock_lost);
   m2.unlock();
+}
+
+// The operator's view of a dropped connection: the log callback hears the
+// session suspended and restored and the lock lost, the counters show them,
+// and no message carries the password or an owner id.
+TEST_F(ZooKeeperFault, DroppedConnectionIsLoggedAndCountedWithoutSecrets) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  TcpProxy proxy(zk.client_port(0));
+  std::mutex mu;
+  std::vector<std::pair<LogLevel, std::string>> lines;
+  auto holder = connect("zk://alice:s3cr3t-pw@127.0.0.1:" + std::to_string(proxy.port()) + root() +
+                            "?session_timeout=10s",
+                        {.log = [&](LogLevel level, std::string_view message) {
+                           std::lock_guard lk(mu);
+                           lines.emplace_back(level, std::string(message));
+                         }});
+  auto m = holder->mutex("logged");
+  m.lock();
+  proxy.cut();  // the client reconnects at once, same session
+  ASSERT_TRUE(eventually([&] { return m.lost(); }, 3s));
+  ASSERT_TRUE(eventually([&] { return holder->stats().reconnects >= 1; }, 10s)) << "no reconnect counted";
+  EXPECT_GE(holder->stats().disconnects, 1u);
+  EXPECT_EQ(holder->stats().leases_lost, 1u);
+  EXPECT_EQ(m.unlock_checked().code(), errc::lock_lost);
+
+  std::lock_guard lk(mu);
+  auto logged = [&](LogLevel level, const std::string& part) {
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const auto& l) { return l.first == level && l.second.find(part) != std::string::npos; });
+  };
+  EXPECT_TRUE(logged(LogLevel::warning, "connection lost")) << "no warning about the suspended session";
+  EXPECT_TRUE(logged(LogLevel::info, "connection restored")) << "no line about the restored connection";
+  EXPECT_TRUE(logged(LogLevel::warning, "lock 'logged' lost")) << "no warning about the lost lock";
+  for (const auto& [level, message] : lines) {
+    EXPECT_EQ(message.find("s3cr3t-pw"), std::string::npos) << message;
+    EXPECT_FALSE(std::regex_search(message, std::regex("[0-9a-f]{16}"))) << "an owner id in: " << message;
+  }
 }
 
 // A semaphore permit dies with its session like a lock: the cut-off holder
