@@ -17,13 +17,13 @@ for chart in throughput latency handoffs; do
 done
 has() { grep -qF -- "$2" "$out/$1.svg" || fail "$1.svg lacks '$2'"; }
 # Throughput: every store's panel, dlock, its peers and the raw limits.
-for text in redis zookeeper file "uncontended — dlock" "contended 4×1 get+set — dlock fair" \
-            "flash-sale 4×2 — dlock segmented" "contended 4×1 get+set — redis-py sleep=0.1" \
+for text in redis zookeeper file "uncontended — dlock" "contended 4×1 get+set in store — dlock fair" \
+            "flash-sale 4×2 — dlock segmented" "contended 4×1 get+set in store — redis-py sleep=0.1" \
             "raw: PING single" "raw: sync-pairs" "python-fcntl held-fd" "(fixture)"; do
   has throughput "$text"
 done
 # Latency: p50 and p99 of lock and order rows; the fcntl peer has none.
-has latency "flash-sale 4×2 — redis-py"
+has latency "flash-sale 4×2 stock in store — redis-py"
 has latency "contended 4×1 — kazoo"
 if grep -qF "python-fcntl" "$out/latency.svg"; then fail "latency.svg shows a peer that reported no latency"; fi
 # Handoffs: contended rows only.
