@@ -145,6 +145,68 @@ TEST_F(Cli, ConcurrentRunsIncrementACounterExactly) {
   EXPECT_EQ(value, 20) << "concurrent dlock run lost updates";
 }
 
+// The documents' scheduled job: cron fires a 10 ms job on 5 "hosts" within
+// 200 ms of each other, the first one's job already done when the others
+// fire. With --wait 0 alone they run it again; with --hold-at-least the
+// first keeps the lock past the window, so it runs exactly once and the
+// rest skip (exit 75).
+TEST_F(Cli, HoldAtLeastRunsAJobFiredOnFiveHostsOnce) {
+  auto fire = [&](const std::string& name, std::vector<std::string> extra) {
+    const std::string runs = dir_.path() + "/" + name + ".runs";
+    auto lines = [&] {
+      std::ifstream in(runs);
+      return static_cast<int>(
+          std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'));
+    };
+    auto host = [&] {
+      auto args = run_args(name, extra, {"/bin/sh", "-c", "echo run >> " + runs + "; sleep 0.01"});
+      args.insert(args.begin(), DLOCK_TOOL);
+      return std::make_unique<ChildProcess>(args);
+    };
+    std::vector<std::unique_ptr<ChildProcess>> hosts;
+    hosts.push_back(host());
+    EXPECT_TRUE(eventually([&] { return lines() == 1; }, 10s)) << name << ": the first host never ran the job";
+    std::this_thread::sleep_for(50ms);  // its 10 ms job is over
+    for (int i = 1; i < 5; ++i) {
+      hosts.push_back(host());
+      std::this_thread::sleep_for(50ms);  // fired 50 ms apart
+    }
+    int ran = 0, skipped = 0;
+    for (auto& h : hosts) {
+      auto status = h->wait(scaled(30s));
+      ran += status == std::optional<int>(0);
+      skipped += status == std::optional<int>(75);
+    }
+    EXPECT_EQ(ran + skipped, 5) << name << ": a host exited with something else";
+    return lines();
+  };
+  EXPECT_EQ(fire("nightly-held", {"--wait", "0", "--hold-at-least", "3s"}), 1)
+      << "with --hold-at-least the job must run exactly once in the window";
+  // The same without it: the race the flag closes is real.
+  EXPECT_GT(fire("nightly-bare", {"--wait", "0"}), 1) << "without --hold-at-least later hosts should run it again";
+  // The hold ends: after the window the lock is free again.
+  auto c = dlock::connect(url());
+  auto m = c->mutex("nightly-held");
+  EXPECT_TRUE(m.try_lock_for(scaled(3s)));
+  m.unlock();
+}
+
+TEST_F(Cli, MaxRunTerminatesAnOverrunningJobAndReleases) {
+  const auto start = std::chrono::steady_clock::now();
+  auto [status, out] = dlock(run_args("overrun", {"--max-run", "300ms", "--kill-after", "300ms"},
+                                      {"/bin/sh", "-c", "trap '' TERM; sleep 30"}));
+  EXPECT_EQ(status, 124) << out;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, scaled(5s)) << "the job was not stopped near --max-run";
+  auto c = dlock::connect(url());
+  auto m = c->mutex("overrun");
+  EXPECT_TRUE(m.try_lock()) << "the lock was not released after the overrun";
+  m.unlock();
+  // A job within its limit is not touched; bad values are refused.
+  EXPECT_EQ(dlock(run_args("overrun", {"--max-run", "10s"}, {"/bin/true"})).first, 0);
+  EXPECT_EQ(dlock(run_args("overrun", {"--max-run", "0s"}, {"/bin/true"})).first, 64);
+  EXPECT_EQ(dlock(run_args("overrun", {"--hold-at-least", "soon"}, {"/bin/true"})).first, 64);
+}
+
 TEST_F(Cli, LostLockTerminatesTheCommand) {
   auto args = run_args("lost", {"--lease", "600ms", "--kill-after", "1s"}, {"/bin/sleep", "30"});
   args.insert(args.begin(), DLOCK_TOOL);

@@ -15,6 +15,7 @@ inline constexpr int exit_unavailable = 69;  // the store could not be reached
 inline constexpr int exit_internal = 70;     // unexpected error
 inline constexpr int exit_not_acquired = 75; // lock not acquired within --wait
 inline constexpr int exit_lock_lost = 76;    // lock lost while the command ran; it was terminated
+inline constexpr int exit_max_run = 124;     // the command ran past --max-run; it was terminated (as timeout(1))
 
 // Each registers its subcommand on `app`; its callback stores the exit status in `status`.
 void add_run(CLI::App& app, int& status);

@@ -15,6 +15,12 @@
 //
 // --permits N runs CMD holding one of N permits of the semaphore NAME
 // instead: at most N such commands run at once, fleet-wide.
+//
+// Scheduled jobs: with --wait 0 a host whose cron fired while another ran
+// the job skips it. --hold-at-least DUR keeps the lock (running nothing)
+// until DUR after it was taken, so a short job fired on several hosts with
+// skewed clocks still runs once; --max-run DUR terminates a job that runs
+// longer (SIGTERM, then SIGKILL after --kill-after) and releases.
 #include "commands.h"
 
 #include <dlock/dlock.h>
@@ -48,6 +54,8 @@ struct RunArgs {
   bool elect = false;
   std::string id;
   long permits = 0;  // > 0: a permit of a semaphore instead of the lock
+  std::string hold_at_least;  // keep the claim until this long after it was taken
+  std::string max_run;        // terminate CMD past this
 };
 
 // What CMD runs under: a lock held, leadership of an election (--elect), or
@@ -160,6 +168,14 @@ int run(const RunArgs& args) {
   const auto kill_after = duration_arg(args.kill_after, "--kill-after");
   std::optional<std::chrono::milliseconds> wait;
   if (!args.wait.empty()) wait = duration_arg(args.wait, "--wait");
+  const auto hold_at_least =
+      args.hold_at_least.empty() ? std::chrono::milliseconds(0) : duration_arg(args.hold_at_least, "--hold-at-least");
+  std::optional<std::chrono::milliseconds> max_run;
+  if (!args.max_run.empty()) {
+    max_run = duration_arg(args.max_run, "--max-run");
+    if (*max_run <= std::chrono::milliseconds(0))
+      throw Error(errc::invalid_argument, "--max-run: must be > 0, not " + args.max_run);
+  }
 
   // Block the signals before any thread exists, so they are only ever
   // taken here with sigtimedwait (the client's threads inherit the mask).
@@ -188,6 +204,8 @@ int run(const RunArgs& args) {
     std::cerr << "dlock: " << claim.what() << " not acquired within " << args.wait << "\n";
     return exit_not_acquired;
   }
+  const auto acquired_at = std::chrono::steady_clock::now();
+  const auto run_until = max_run ? acquired_at + *max_run : std::chrono::steady_clock::time_point::max();
 
   const std::string token = std::to_string(claim.token());
   ::setenv("DLOCK_NAME", args.name.c_str(), 1);
@@ -227,6 +245,7 @@ int run(const RunArgs& args) {
   std::mutex reap_mu;
   bool reaped = false;
   std::atomic<bool> lost{false};
+  bool overran = false;  // ran past --max-run and was terminated
   auto on_loss = [&] {
     std::lock_guard lk(reap_mu);
     if (reaped || lost.exchange(true)) return;
@@ -249,15 +268,39 @@ int run(const RunArgs& args) {
     // lost() also sees a lease whose local deadline passed while the lease
     // keeper is still waiting for a stalled store.
     if (!lost && claim.lost()) on_loss();
+    if (!lost && !overran && std::chrono::steady_clock::now() >= run_until) {
+      std::lock_guard lk(reap_mu);
+      overran = true;
+      ::kill(target, SIGTERM);
+      kill_at = std::chrono::steady_clock::now() + kill_after;
+    }
     if (lost && !kill_at) kill_at = std::chrono::steady_clock::now() + kill_after;
     if (kill_at && std::chrono::steady_clock::now() >= *kill_at) ::kill(target, SIGKILL);
   }
-  if (own_group && lost) ::kill(-child, SIGKILL);  // whatever CMD left running in its group
-  Status released = claim.give_up();
+  if (own_group && (lost || overran)) ::kill(-child, SIGKILL);  // whatever CMD left running in its group
   if (lost) {
+    (void)claim.give_up();
     std::cerr << "dlock: " << claim.what() << " was lost while the command ran; the command was terminated\n";
     return exit_lock_lost;
   }
+  // --hold-at-least: keep the claim (renewed) until the window ends, so a
+  // late-firing host finds it taken; a termination signal ends it early.
+  int hold_signal = 0;
+  while (!overran && !claim.lost() && std::chrono::steady_clock::now() < acquired_at + hold_at_least) {
+    const auto left = acquired_at + hold_at_least - std::chrono::steady_clock::now();
+    const auto ns = std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(200));
+    timespec tick{0, static_cast<long>(std::max<std::chrono::nanoseconds>(ns, std::chrono::nanoseconds(1)).count())};
+    if (int s = sigtimedwait(&signals, nullptr, &tick); s > 0 && s != SIGCHLD) {
+      hold_signal = s;
+      break;
+    }
+  }
+  Status released = claim.give_up();
+  if (overran) {
+    std::cerr << "dlock: the command ran past --max-run " << args.max_run << " and was terminated\n";
+    return exit_max_run;
+  }
+  if (hold_signal) return 128 + hold_signal;
   if (!released.ok() && released.code() != errc::unavailable)
     std::cerr << "dlock: warning: " << released.message() << "\n";
   return exit_status_of(wait_status);
@@ -279,11 +322,18 @@ void add_run(CLI::App& app, int& status) {
   cmd->add_option("--permits", args->permits,
                   "Run holding one of N permits of the semaphore NAME: at most N such commands at once "
                   "(zk://: Curator InterProcessSemaphoreV2's layout)");
+  cmd->add_option("--hold-at-least", args->hold_at_least,
+                  "Keep the lock until this long after it was taken, even if the command ends sooner "
+                  "(a job fired on several hosts runs once)");
+  cmd->add_option("--max-run", args->max_run,
+                  "Terminate the command (SIGTERM, then SIGKILL after --kill-after) if it runs longer "
+                  "than this; exit 124");
   cmd->add_option("name", args->name, "Lock (or election) name")->required();
   cmd->add_option("command", args->command, "Command and its arguments (after --)")->required()->expected(-1);
   cmd->footer(
       "Exit status: the command's; 75 if the lock (or leadership) was not acquired within --wait;\n"
-      "76 if it was lost while the command ran (it was terminated); 64 bad arguments (--elect or\n"
+      "76 if it was lost while the command ran (it was terminated); 124 if it ran past --max-run\n"
+      "(it was terminated); 64 bad arguments (--elect or\n"
       "--permits on a backend without them too); 69 store unavailable; 127 command not found.");
   cmd->callback([args, &status] { status = run(*args); });
 }
