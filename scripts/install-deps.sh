@@ -8,7 +8,8 @@
 # Curator with a javac to build tests/interop/java/CuratorTool.java, and kazoo.
 # dpkg-dev and binutils: cpack -G DEB (dpkg-shlibdeps) and the install test (nm, readelf).
 # doxygen: the API reference (a test builds it without warnings); python3-matplotlib:
-# bench/plot's charts (a test draws them).
+# bench/plot's charts (a test draws them). libcpp-httplib-dev, nginx-light, apache2-utils:
+# the inventory-service example behind nginx under ab's load (a test runs it).
 set -euo pipefail
 
 packages=(
@@ -21,6 +22,7 @@ packages=(
   zookeeper libzookeeper-mt-dev libslf4j-java
   default-jdk-headless libcurator-recipes-java python3-kazoo
   doxygen python3-matplotlib
+  libcpp-httplib-dev nginx-light apache2-utils
 )
 
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs every test:
 #   1. the dev build (warnings as errors): unit, conformance, fault, interop, CLI,
-#      install and docs tests (the API reference builds without warnings; bench/plot draws);
+#      install, docs and example tests (the API reference builds without warnings;
+#      bench/plot draws; the inventory service behind nginx sells exactly its stock);
 #   2. the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the unit tests under ThreadSanitizer.
 # Usage: scripts/test.sh [--quick]   (--quick: only step 1)
