@@ -8,8 +8,12 @@ rm -rf "$out"
 mkdir -p "$out"
 cd "$src"
 # Same settings, output in the build tree; any warning is an error (WARN_AS_ERROR).
-{ cat docs/doxygen/Doxyfile; echo "OUTPUT_DIRECTORY = $out"; } | doxygen - 2>"$out/warnings"
-if [[ -s "$out/warnings" ]]; then cat "$out/warnings" >&2; exit 1; fi
+if ! { cat docs/doxygen/Doxyfile; echo "OUTPUT_DIRECTORY = $out"; } | doxygen - 2>"$out/warnings" \
+   || [[ -s "$out/warnings" ]]; then
+  echo "FAIL: doxygen warned:" >&2
+  cat "$out/warnings" >&2
+  exit 1
+fi
 for page in index.html classdlock_1_1Mutex.html structdlock_1_1ClientOptions.html metrics_8h.html; do
   [[ -s "$out/html/$page" ]] || { echo "FAIL: $page missing from the reference" >&2; exit 1; }
 done
