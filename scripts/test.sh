@@ -3,8 +3,9 @@
 #   1. the dev build (warnings as errors): unit, conformance, fault, interop, CLI,
 #      install, docs and example tests (the API reference builds without warnings;
 #      bench/plot draws; the inventory service behind nginx sells exactly its stock);
-#   2. the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. the unit tests under ThreadSanitizer.
+#   2. the unit and conformance tests (every backend, worker processes included)
+#      under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the same under ThreadSanitizer.
 # Usage: scripts/test.sh [--quick]   (--quick: only step 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,10 +26,11 @@ ctest --preset dev -j 1 --timeout 300
 
 if ((quick == 0)); then
   for preset in asan tsan; do
-    step "$preset build: unit tests"
+    step "$preset build: unit and conformance tests"
     cmake --preset "$preset" >/dev/null
-    cmake --build --preset "$preset" -j "$jobs" --target dlock_unit_tests
-    ctest --preset "$preset" -j "$jobs" --timeout 300
+    cmake --build --preset "$preset" -j "$jobs" --target dlock_unit_tests dlock_conformance_tests
+    # One test at a time, as above: the conformance tests time handoffs.
+    ctest --preset "$preset" -j 1 --timeout 300
   done
 fi
 step "all tests passed"
