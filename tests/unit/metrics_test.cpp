@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -181,7 +182,7 @@ TEST(Metrics, TextParsesBackWithEveryCounterMonotoneAndCountsThatMatchWhatHappen
 
 TEST(Metrics, TheLogIsSilentByDefaultAndALoggerThatThrowsBreaksNothing) {
   TempDir dir;
-  int calls = 0;
+  std::atomic<int> calls{0};  // called from the lease keeper and from unlock()
   auto client = connect("file://" + dir.path().string() + "/locks", {.log = [&](LogLevel, std::string_view) {
                                                                ++calls;
                                                                throw std::runtime_error("logger down");
