@@ -10,6 +10,7 @@
 # doxygen: the API reference (a test builds it without warnings); python3-matplotlib:
 # bench/plot's charts (a test draws them). libcpp-httplib-dev, nginx-light, apache2-utils:
 # the inventory-service example behind nginx under ab's load (a test runs it).
+# clang and libclang-rt-14-dev: the libFuzzer targets (tests/fuzz, the "fuzz" preset).
 set -euo pipefail
 
 packages=(
@@ -23,6 +24,7 @@ packages=(
   default-jdk-headless libcurator-recipes-java python3-kazoo
   doxygen python3-matplotlib
   libcpp-httplib-dev nginx-light apache2-utils
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -5,7 +5,9 @@
 #      bench/plot draws; the inventory service behind nginx sells exactly its stock);
 #   2. the unit and conformance tests (every backend, worker processes included)
 #      under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. the same under ThreadSanitizer.
+#   3. the same under ThreadSanitizer;
+#   4. the fuzzers (libFuzzer, clang, ASan + UBSan): URL, duration and name
+#      parsing, 20 s each from the committed seed corpus.
 # Usage: scripts/test.sh [--quick]   (--quick: only step 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,5 +34,9 @@ if ((quick == 0)); then
     # One test at a time, as above: the conformance tests time handoffs.
     ctest --preset "$preset" -j 1 --timeout 300
   done
+  step "fuzz build: the fuzzers, a bounded time each"
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz -j "$jobs" --target fuzz_url fuzz_duration fuzz_names
+  ctest --preset fuzz -j "$jobs" --timeout 300
 fi
 step "all tests passed"

@@ -25,8 +25,11 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text, std::str
   else if (unit == "h") scale = 3'600'000;
   else if (unit.empty()) return fail("needs a unit (ms, s, m or h)");
   else return fail("has an unknown unit '" + std::string(unit) + "' (use ms, s, m or h)");
+  // At most 100 years: any longer could not be added to a clock reading
+  // (nanoseconds since boot) without overflowing.
+  constexpr double max_ms = 100.0 * 365.25 * 24 * 3'600'000;
   double ms = std::strtod(number.c_str(), nullptr) * scale;
-  if (!std::isfinite(ms) || ms > 1e15) return fail("is too large");
+  if (!std::isfinite(ms) || ms > max_ms) return fail("is too large (at most 100 years)");
   return std::chrono::milliseconds{static_cast<std::int64_t>(std::llround(ms))};
 }
 

@@ -57,12 +57,33 @@ bool is_secret_key(std::string key) {
   return false;
 }
 
+// `s` with every byte in `special`, space and control characters as %XX,
+// so that parse_url() reads it back as `s`. Other bytes (UTF-8 included)
+// stay as they are, for display.
+std::string percent_encode(std::string_view s, std::string_view special) {
+  static constexpr char digits[] = "0123456789ABCDEF";
+  std::string out;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f || special.find(c) != std::string_view::npos) {
+      out += '%';
+      out += digits[u >> 4];
+      out += digits[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string Url::redacted() const {
   std::string out = scheme + "://";
+  // Decoded parts are encoded again where they could be misread: the
+  // result parses back to this URL (with "***" for secrets).
   if (user || password) {
-    out += user.value_or("");
+    out += percent_encode(user.value_or(""), "%@:/?");
     if (password) out += ":***";
     out += "@";
   }
@@ -72,10 +93,10 @@ std::string Url::redacted() const {
     out += e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host;
     if (e.port) out += ":" + std::to_string(*e.port);
   }
-  out += path;
+  out += percent_encode(path, "%?@");
   char sep = '?';
   for (const auto& [k, v] : query) {
-    out += sep + k + "=" + (is_secret_key(k) ? "***" : v);
+    out += sep + percent_encode(k, "%&=@") + "=" + (is_secret_key(k) ? "***" : percent_encode(v, "%&=@"));
     sep = '&';
   }
   return out;

@@ -46,6 +46,11 @@ TEST(Duration, HugeValuesAreRefused) {
   EXPECT_THAT(refused("99999999999999999999h"), HasSubstr("too large"));
   EXPECT_THAT(refused("1000000000000000000000000000000000000000s"), HasSubstr("too large"));
   EXPECT_THAT(refused(std::string(400, '9') + "ms"), HasSubstr("too large"));
+  // Found by fuzz_duration: 1,141 years was accepted, and adding it to a
+  // steady_clock reading overflowed (dlock run --wait 9997979h).
+  EXPECT_THAT(refused("9997979h"), HasSubstr("at most 100 years"));
+  EXPECT_THAT(refused("876601h"), HasSubstr("too large"));
+  EXPECT_EQ(parse_duration("876000h", "--wait").value(), std::chrono::hours(876000));
 }
 
 TEST(Duration, MessageNamesTheArgumentAndTheText) {
