@@ -52,6 +52,8 @@ struct Hold {
   void mark_lost(std::string_view why = "its lease ran out") noexcept {
     if (lost.exchange(true)) return;
     if (lost_counter) lost_counter->fetch_add(1, std::memory_order_relaxed);
+    stop.request_stop();
+    // Logged after the stop is requested, so the holder hears of it first.
     if (events) {
       try {
         events->log(LogLevel::warning, std::string(kind_name(request.kind)) + " '" + request.name + "' lost: " +
@@ -59,8 +61,8 @@ struct Hold {
       } catch (...) {
       }
     }
-    stop.request_stop();
   }
+
 
   steady::time_point lease_end() const noexcept { return steady::time_point(steady::duration(valid_until.load())); }
   void set_lease_end(steady::time_point t) noexcept { valid_until.store(t.time_since_epoch().count()); }

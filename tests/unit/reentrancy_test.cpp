@@ -314,8 +314,9 @@ TEST_F(Reentrancy, ForceUnlockMakesTheHolderLoseItsHold) {
   auto stop = m.stop_token();
   EXPECT_FALSE(m.lost());
   other_->mutex("stuck").force_unlock();
-  EXPECT_TRUE(test::eventually([&] { return m.lost(); }, 2000ms)) << "the next renewal should report the loss";
-  EXPECT_TRUE(stop.stop_requested());
+  // lost() turns true just before the stop is requested: wait for both.
+  EXPECT_TRUE(test::eventually([&] { return m.lost() && stop.stop_requested(); }, 2000ms))
+      << "the next renewal should report the loss";
   EXPECT_EQ(m.hold_count(), 1u) << "a lost hold stays counted until unlock()";
   // Re-entry on a lost hold is refused.
   EXPECT_EQ(thrown_code([&] { m.lock(); }), errc::lock_lost);
@@ -342,9 +343,8 @@ TEST_F(Reentrancy, FixedLeaseIsLostWhenItRunsOut) {
   auto stop = m.stop_token();
   const auto start = std::chrono::steady_clock::now();
   EXPECT_FALSE(m.lost());
-  ASSERT_TRUE(test::eventually([&] { return m.lost(); }, 2000ms));
+  ASSERT_TRUE(test::eventually([&] { return m.lost() && stop.stop_requested(); }, 2000ms));
   EXPECT_GE(std::chrono::steady_clock::now() - start, scaled(150ms) - 5ms);
-  EXPECT_TRUE(stop.stop_requested());
   // Its lease is over, so another owner may take it.
   EXPECT_TRUE(other_can_take("fixed"));
   EXPECT_EQ(m.unlock_checked().code(), errc::lock_lost);
