@@ -191,6 +191,18 @@ TEST_F(Cli, HoldAtLeastRunsAJobFiredOnFiveHostsOnce) {
   m.unlock();
 }
 
+// --seconds takes a plain number of seconds, and a duration with a unit.
+TEST_F(Cli, BenchSecondsTakesAPlainNumber) {
+  for (const char* seconds : {"1", "0.3", "300ms"}) {
+    auto [status, out] = dlock({"bench", "--backend", url(), "--workload", "uncontended", "--seconds", seconds,
+                                "--max-ops", "200", "--json"});
+    EXPECT_EQ(status, 0) << seconds << ": " << out;
+    EXPECT_NE(out.find("\"workload\":\"uncontended\""), std::string::npos) << seconds << ": " << out;
+  }
+  EXPECT_EQ(dlock({"bench", "--backend", url(), "--workload", "uncontended", "--seconds", "5x"}).first, 64);
+  EXPECT_EQ(dlock({"bench", "--backend", url(), "--workload", "uncontended", "--seconds", "0"}).first, 64);
+}
+
 TEST_F(Cli, MaxRunTerminatesAnOverrunningJobAndReleases) {
   const auto start = std::chrono::steady_clock::now();
   auto [status, out] = dlock(run_args("overrun", {"--max-run", "300ms", "--kill-after", "300ms"},

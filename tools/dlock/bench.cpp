@@ -330,7 +330,10 @@ int flash_sale_bench(const BenchArgs& args, const std::string& backend, std::chr
 
 int bench(const BenchArgs& args) {
   const std::string backend = args.backend.empty() ? default_backend() : args.backend;
-  const auto seconds = duration_arg(args.seconds, "--seconds");
+  // A flag named --seconds takes a plain number of seconds ("5", "0.5");
+  // a duration with a unit ("500ms") is accepted too.
+  const bool plain = !args.seconds.empty() && args.seconds.find_first_not_of("0123456789.") == std::string::npos;
+  const auto seconds = duration_arg(plain ? args.seconds + "s" : args.seconds, "--seconds");
   if (seconds.count() <= 0) throw CLI::ValidationError("--seconds: must be > 0");
   if (args.workload == "flash-sale") return flash_sale_bench(args, backend, seconds);
 
@@ -376,7 +379,7 @@ void add_bench(CLI::App& app, int& status) {
       ->check(CLI::Range(1, 256));
   cmd->add_option("--threads,-t", args->threads, "Threads per process (many-keys: 4; flash-sale: 2; others: 1)")
       ->check(CLI::Range(1, 256));
-  cmd->add_option("--seconds,-s", args->seconds, "How long each measurement runs (default 3s)");
+  cmd->add_option("--seconds,-s", args->seconds, "How long each measurement runs, in seconds (default 3; 500ms-style durations too)");
   cmd->add_option("--max-ops", args->max_ops, "Stop a thread after this many operations (default 1000000)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000}));
   cmd->add_option("--stock", args->stock, "flash-sale: items (default 5000)")->check(CLI::Range(1, 100'000'000));
