@@ -182,6 +182,14 @@ Result<Url> parse_url(std::string_view text) {
       if (close == std::string_view::npos) return invalid("IPv6 address without closing ']'");
       e.host = std::string(hostport.substr(1, close - 1));
       if (e.host.empty()) return invalid("empty IPv6 address");
+      // Brackets hold an IPv6 address only: hex digits, ':' and '.', then
+      // perhaps a zone after '%' ("fe80::1%25eth0").
+      const std::string_view address = std::string_view(e.host).substr(0, e.host.find('%'));
+      const std::string_view zone = std::string_view(e.host).substr(address.size());
+      if (address.find(':') == std::string_view::npos ||
+          address.find_first_not_of("0123456789abcdefABCDEF:.") != std::string_view::npos ||
+          zone.find_first_of("[]@/?#,") != std::string_view::npos)
+        return invalid("host " + std::to_string(url.endpoints.size() + 1) + ": only an IPv6 address goes in brackets");
       std::string_view after = hostport.substr(close + 1);
       if (!after.empty()) {
         if (after.front() != ':') return invalid("unexpected text after ']'");

@@ -247,6 +247,16 @@ TEST(Url, RedactedFormParsesBackToTheSameParts) {
   EXPECT_EQ(parse_ok("file:///tmp/caf\xc3\xa9").redacted(), "file:///tmp/caf\xc3\xa9");  // UTF-8 stays readable
 }
 
+// Found by fuzz_url: "[[x]" was taken as a host "[x", shown without its
+// brackets, and that form could not be read back.
+TEST(Url, OnlyAnIpv6AddressGoesInBrackets) {
+  for (const char* text : {"zk://[[b1]:218/x", "redis://[localhost]:6379", "redis://[12]:1", "redis://[::1%[x]:1"})
+    EXPECT_EQ(parse_url(text).status().code(), errc::invalid_argument) << text;
+  EXPECT_THAT(parse_url("redis://[localhost]:6379").status().message(), HasSubstr("only an IPv6 address"));
+  EXPECT_EQ(parse_ok("redis://[fe80::1%eth0]:6379").endpoints.at(0).host, "fe80::1%eth0");
+  EXPECT_EQ(parse_ok("redis://[::ffff:127.0.0.1]:1").redacted(), "redis://[::ffff:127.0.0.1]:1");
+}
+
 TEST(Url, ErrorsNeverContainThePassword) {
   // Each of these has a well-formed password and a mistake elsewhere.
   for (const char* text : {
