@@ -3,9 +3,11 @@
 #   1. the dev build (warnings as errors): unit, conformance, fault, interop, CLI,
 #      install, docs and example tests (the API reference builds without warnings;
 #      bench/plot draws; the inventory service behind nginx sells exactly its stock);
-#   2. the unit and conformance tests (every backend, worker processes included)
-#      under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. the same under ThreadSanitizer;
+#   2. the unit, conformance and fault tests (every backend, worker processes
+#      and killed/stopped/restarted servers included) under AddressSanitizer +
+#      UndefinedBehaviorSanitizer;
+#   3. the same under ThreadSanitizer, but for the 10,000-lock renewal test
+#      (its bound on batches per period assumes an uninstrumented client);
 #   4. the fuzzers (libFuzzer, clang, ASan + UBSan): URL, duration and name
 #      parsing, 20 s each from the committed seed corpus.
 # Usage: scripts/test.sh [--quick]   (--quick: only step 1)
@@ -28,9 +30,10 @@ ctest --preset dev -j 1 --timeout 300
 
 if ((quick == 0)); then
   for preset in asan tsan; do
-    step "$preset build: unit and conformance tests"
+    step "$preset build: unit, conformance and fault tests"
     cmake --preset "$preset" >/dev/null
-    cmake --build --preset "$preset" -j "$jobs" --target dlock_unit_tests dlock_conformance_tests
+    cmake --build --preset "$preset" -j "$jobs" --target dlock_unit_tests dlock_conformance_tests \
+      dlock_redis_fault_tests dlock_zookeeper_fault_tests
     # One test at a time, as above: the conformance tests time handoffs.
     ctest --preset "$preset" -j 1 --timeout 300
   done
