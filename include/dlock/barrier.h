@@ -51,6 +51,10 @@
 //   <root>/<name>/<uuid>   one ephemeral node per member that is in
 //   <root>/<name>/ready    persistent; made by whoever sees `parties`
 //                          members in, deleted when the last one has left
+// redis:// (keys under the name's hash tag, see docs/backends.md): members
+// are leased entries, renewed with the client's locks; the member that
+// fills the barrier opens it and wakes every waiting member with one
+// message each; the last live member out deletes the round.
 // Others refuse Client::barrier() with errc::unsupported. Names share one
 // space with Mutex, Latch and Counter: give them different names.
 //

@@ -26,7 +26,9 @@
 // counter.
 //
 // Backends: zk:// (the node <root>/<name>, persistent, created on first
-// write). Others refuse Client::counter() with errc::unsupported. A Counter
+// write); redis:// (a hash {value, width} under the name's hash tag, the
+// server's own 64-bit arithmetic; the width is kept as on zk://). Others
+// refuse Client::counter() with errc::unsupported. A Counter
 // and a Mutex of the same name use the same node: give them different names.
 //
 // Thread-safety: a Counter may be used from any number of threads.

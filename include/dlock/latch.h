@@ -19,7 +19,9 @@
 // invalid_argument for a negative count or n, or a count beyond int32.
 //
 // Backends: zk:// (the node <root>/<name> holds the remaining count in
-// Apache Curator SharedCount's encoding, a 4-byte big-endian int). Others
+// Apache Curator SharedCount's encoding, a 4-byte big-endian int); redis://
+// (a hash under the name's hash tag; reaching 0 sends one message to each
+// waiter). Others
 // refuse Client::latch() with errc::unsupported. Names share one space with
 // Mutex and Counter: give them different names.
 //

@@ -44,10 +44,11 @@ Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const 
   // found here stays ours; check_lost() may run stop callbacks, which may
   // call back into the client, so no lock is held around it.
   // Reading and writing one SharedMutex in one thread would wait for
-  // itself (as with std::shared_mutex).
+  // itself (as with std::shared_mutex), but for a writer that reads too
+  // where the store allows it (a downgrade).
   if (kind == LockKind::read || kind == LockKind::write) {
     const bool reading = kind == LockKind::read;
-    if (find(name, reading ? LockKind::write : LockKind::read))
+    if (!(reading && backend_->supports_downgrade()) && find(name, reading ? LockKind::write : LockKind::read))
       return Result<bool>(errc::would_deadlock,
                           "lock '" + name + "': this thread holds it " + (reading ? "exclusively" : "shared") +
                               "; taking it " + (reading ? "shared" : "exclusively") +

@@ -174,6 +174,10 @@ class Backend {
   virtual bool supports_fair() const { return false; }
   // Whether its LockDriver takes LockKind::write and LockKind::read (SharedMutex).
   virtual bool supports_shared() const { return false; }
+  // Whether a thread holding a SharedMutex's write lock may also take its
+  // read lock (the store grants a read to the writer's own owner), keeping
+  // it after the write lock is released (a downgrade).
+  virtual bool supports_downgrade() const { return false; }
   // Whether its LockDriver takes LockKind::latch and answers holder() (Election).
   virtual bool supports_election() const { return false; }
   // Whether its LockDriver takes LockKind::permit: try_acquire grants while

@@ -5,6 +5,9 @@
 //       WORK_US, write counter + 1, leave, unlock. "nolock" skips the lock
 //       (the control run that shows the oracle can see violations);
 //       "semaphore" takes a permit of a one-permit Semaphore instead of the Mutex.
+//       Permits and barrier members are leased for 1 s (watchdog): on stores
+//       that lease them, a killed worker's share comes back within the
+//       tests' bounds, as on stores that end it with the session.
 //   hold URL NAME LEASE_MS watchdog|fixed RESOURCE
 //       Locks, prints "acquired <token>", then obeys stdin lines:
 //       "write"  → a fenced write with its token; prints
@@ -51,11 +54,13 @@ int hammer(Lock* lock, const std::string& resource_path, int count, int work_us)
   return 0;
 }
 
+constexpr std::chrono::milliseconds short_lease{1'000};
+
 int hammer(const std::string& url, const std::string& name, int count, const std::string& resource_path,
            int work_us, const std::string& how) {
   auto client = dlock::connect(url);
   if (how == "semaphore") {
-    auto semaphore = client->semaphore(name, 1);
+    auto semaphore = client->semaphore(name, 1, {.lease = short_lease});
     return hammer(&semaphore, resource_path, count, work_us);
   }
   auto mutex = client->mutex(name);
@@ -87,7 +92,7 @@ int hold(const std::string& url, const std::string& name, long lease_ms, const s
 
 int barrier_member(const std::string& url, const std::string& name, int parties) {
   auto client = dlock::connect(url);
-  auto barrier = client->barrier(name, parties);
+  auto barrier = client->barrier(name, parties, {.lease = short_lease});
   std::cout << "arriving" << std::endl;
   barrier.arrive_and_wait();
   std::cout << "entered" << std::endl;
