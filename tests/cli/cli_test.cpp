@@ -347,11 +347,36 @@ TEST_F(Cli, PermitsAreRefusedWhereThereAreNoSemaphores) {
   EXPECT_EQ(dlock(run_args("crawl", {"--permits", "2"}, {"/bin/true"})).first, 64);
 }
 
+// The stores that have elections and semaphores, for `dlock run --elect`
+// and `--permits`.
+class CliCoordination : public Cli, public ::testing::WithParamInterface<std::string> {
+ protected:
+  // A fresh namespace on the store; a lease-based store's leases are short,
+  // so a killed run's place is free within the tests' bounds.
+  std::string backend() const {
+    if (GetParam() == "redis") return server_url("redis") + "/0?prefix=" + unique_prefix(dir_.path());
+    return server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
+  }
+  // How long a dead run's place may stay taken: the session, or the lease
+  // given with --lease 2s.
+  static constexpr std::chrono::milliseconds place_lifetime{2'000};
+};
+
+std::vector<std::string> coordination_stores() {
+  std::vector<std::string> out;
+#ifdef DLOCK_WITH_REDIS
+  out.push_back("redis");
+#endif
 #ifdef DLOCK_WITH_ZOOKEEPER
+  out.push_back("zookeeper");
+#endif
+  return out;
+}
+
 // Candidates that run CMD only while they lead: never two CMDs at once, and
 // every one runs (each resigns when its CMD ends).
-TEST_F(Cli, ElectedRunsNeverOverlap) {
-  const std::string backend = server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
+TEST_P(CliCoordination, ElectedRunsNeverOverlap) {
+  const std::string backend = this->backend();
   const std::string counter = dir_.path() + "/counter", busy = dir_.path() + "/busy",
                     overlaps = dir_.path() + "/overlaps";
   std::ofstream(counter) << 0;
@@ -361,7 +386,7 @@ TEST_F(Cli, ElectedRunsNeverOverlap) {
   std::vector<std::unique_ptr<ChildProcess>> runs;
   for (int i = 0; i < 6; ++i)
     runs.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
-        DLOCK_TOOL, "run", "--backend", backend, "--elect", "--id", "run-" + std::to_string(i), "jobs/leader", "--",
+        DLOCK_TOOL, "run", "--backend", backend, "--lease", "2s", "--elect", "--id", "run-" + std::to_string(i), "jobs/leader", "--",
         "/bin/sh", "-c", script}));
   for (auto& r : runs) EXPECT_EQ(r->wait(scaled(60s)), std::optional<int>(0));
   std::ifstream in(counter);
@@ -373,8 +398,8 @@ TEST_F(Cli, ElectedRunsNeverOverlap) {
 
 // --permits 2: never more than two commands at once, and two do run at
 // once; every one runs.
-TEST_F(Cli, PermittedRunsNeverExceedTheirPermits) {
-  const std::string backend = server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
+TEST_P(CliCoordination, PermittedRunsNeverExceedTheirPermits) {
+  const std::string backend = this->backend();
   const std::string inside = dir_.path() + "/inside", seen = dir_.path() + "/seen";
   ASSERT_EQ(::mkdir(inside.c_str(), 0700), 0);
   // Each run marks itself inside, counts who is, stays a while, leaves.
@@ -383,7 +408,7 @@ TEST_F(Cli, PermittedRunsNeverExceedTheirPermits) {
   std::vector<std::unique_ptr<ChildProcess>> runs;
   for (int i = 0; i < 6; ++i)
     runs.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
-        DLOCK_TOOL, "run", "--backend", backend, "--permits", "2", "jobs/crawl", "--", "/bin/sh", "-c", script}));
+        DLOCK_TOOL, "run", "--backend", backend, "--lease", "2s", "--permits", "2", "jobs/crawl", "--", "/bin/sh", "-c", script}));
   for (auto& r : runs) EXPECT_EQ(r->wait(scaled(60s)), std::optional<int>(0));
   std::ifstream in(seen);
   std::vector<int> counts;
@@ -393,10 +418,10 @@ TEST_F(Cli, PermittedRunsNeverExceedTheirPermits) {
 }
 
 // Observers see the running leader's --id; a killed leader's place is free
-// within the session timeout.
-TEST_F(Cli, ElectedRunIsSeenAsLeaderUntilItDies) {
-  const std::string backend = server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
-  ChildProcess run({DLOCK_TOOL, "run", "--backend", backend, "--elect", "--id", "worker-1", "jobs/leader", "--",
+// within the session timeout (zk) or the lease (redis).
+TEST_P(CliCoordination, ElectedRunIsSeenAsLeaderUntilItDies) {
+  const std::string backend = this->backend();
+  ChildProcess run({DLOCK_TOOL, "run", "--backend", backend, "--lease", "2s", "--elect", "--id", "worker-1", "jobs/leader", "--",
                     "/bin/sh", "-c", "echo \"$DLOCK_TOKEN\"; exec sleep 30"});
   auto line = run.read_line(scaled(10s));
   ASSERT_TRUE(line);
@@ -406,10 +431,12 @@ TEST_F(Cli, ElectedRunIsSeenAsLeaderUntilItDies) {
   EXPECT_EQ(election.leader(), "worker-1");
   run.signal(SIGKILL);
   ASSERT_TRUE(run.wait(scaled(5s)));
-  const auto gone = election.wait_leader_change_for("worker-1", observer->session_timeout().value() + scaled(10s));
+  const auto gone = election.wait_leader_change_for("worker-1", place_lifetime + scaled(10s));
   EXPECT_EQ(gone, std::nullopt) << "a killed leader still leads";
 }
-#endif
+INSTANTIATE_TEST_SUITE_P(Stores, CliCoordination, ::testing::ValuesIn(coordination_stores()),
+                         [](const ::testing::TestParamInfo<std::string>& store) { return store.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CliCoordination);
 
 }  // namespace
 }  // namespace dlock::test
