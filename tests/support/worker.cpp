@@ -1,6 +1,6 @@
 // dlock_test_worker — the other processes of the multi-process tests.
 //
-//   hammer URL NAME COUNT RESOURCE WORK_US [nolock|semaphore]
+//   hammer URL NAME COUNT RESOURCE WORK_US [nolock|semaphore|permits=N]
 //       COUNT critical sections: lock, fenced enter, read counter, pause
 //       WORK_US, write counter + 1, leave, unlock. "nolock" skips the lock
 //       (the control run that shows the oracle can see violations);
@@ -8,8 +8,11 @@
 //       Permits and barrier members are leased for 1 s (watchdog): on stores
 //       that lease them, a killed worker's share comes back within the
 //       tests' bounds, as on stores that end it with the session.
-//   hold URL NAME LEASE_MS watchdog|fixed RESOURCE
-//       Locks, prints "acquired <token>", then obeys stdin lines:
+//       "permits=N" takes one of N permits and, holding it, occupies the
+//       resource (which records the most holders in at once) for WORK_US.
+//   hold URL NAME LEASE_MS watchdog|fixed RESOURCE [mutex|leader]
+//       Locks (or, "leader", campaigns in the election NAME with the id
+//       "worker-<pid>"), prints "acquired <token>", then obeys stdin lines:
 //       "write"  → a fenced write with its token; prints
 //                  "write accepted|rejected lost=0|1"
 //       "unlock" → prints "unlock ok" or "unlock <error code>"
@@ -30,6 +33,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 namespace {
 
@@ -59,6 +63,18 @@ constexpr std::chrono::milliseconds short_lease{1'000};
 int hammer(const std::string& url, const std::string& name, int count, const std::string& resource_path,
            int work_us, const std::string& how) {
   auto client = dlock::connect(url);
+  if (how.starts_with("permits=")) {
+    auto semaphore = client->semaphore(name, std::stoi(how.substr(8)), {.lease = short_lease});
+    dlock::test::FencedResource resource(resource_path, false);
+    for (int i = 0; i < count; ++i) {
+      semaphore.acquire();
+      resource.occupy();
+      std::this_thread::sleep_for(std::chrono::microseconds(work_us));
+      resource.vacate();
+      semaphore.release();
+    }
+    return 0;
+  }
   if (how == "semaphore") {
     auto semaphore = client->semaphore(name, 1, {.lease = short_lease});
     return hammer(&semaphore, resource_path, count, work_us);
@@ -67,27 +83,40 @@ int hammer(const std::string& url, const std::string& name, int count, const std
   return hammer(how == "nolock" ? nullptr : &mutex, resource_path, count, work_us);
 }
 
-int hold(const std::string& url, const std::string& name, long lease_ms, const std::string& mode,
-         const std::string& resource_path) {
+// A Mutex or an Election, held until told otherwise.
+template <class Held>
+int hold(Held& held, std::uint64_t token, const std::string& resource_path) {
   dlock::test::FencedResource resource(resource_path, false);
-  auto client = dlock::connect(url);
-  auto mutex = client->mutex(name, {.lease = std::chrono::milliseconds(lease_ms),
-                                    .lease_mode = mode == "fixed" ? dlock::LeaseMode::fixed
-                                                                  : dlock::LeaseMode::watchdog});
-  mutex.lock();
-  const auto token = mutex.token();
   std::cout << "acquired " << token << std::endl;
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line == "write") {
       bool ok = resource.write(token, ::getpid());
-      std::cout << "write " << (ok ? "accepted" : "rejected") << " lost=" << mutex.lost() << std::endl;
+      std::cout << "write " << (ok ? "accepted" : "rejected") << " lost=" << held.lost() << std::endl;
     } else if (line == "unlock") {
-      auto s = mutex.unlock_checked();
+      dlock::Status s;
+      if constexpr (std::is_same_v<Held, dlock::Election>) s = held.resign_checked();
+      else s = held.unlock_checked();
       std::cout << "unlock " << (s.ok() ? "ok" : dlock::to_string(s.code())) << std::endl;
     }
   }
   return 0;
+}
+
+int hold(const std::string& url, const std::string& name, long lease_ms, const std::string& mode,
+         const std::string& resource_path, const std::string& kind) {
+  auto client = dlock::connect(url);
+  const dlock::MutexOptions options{.lease = std::chrono::milliseconds(lease_ms),
+                                    .lease_mode = mode == "fixed" ? dlock::LeaseMode::fixed
+                                                                  : dlock::LeaseMode::watchdog};
+  if (kind == "leader") {
+    auto election = client->election(name, options);
+    election.campaign("worker-" + std::to_string(::getpid()));
+    return hold(election, election.token(), resource_path);
+  }
+  auto mutex = client->mutex(name, options);
+  mutex.lock();
+  return hold(mutex, mutex.token(), resource_path);
 }
 
 int barrier_member(const std::string& url, const std::string& name, int parties) {
@@ -114,7 +143,8 @@ int main(int argc, char** argv) {
     if (cmd == "hammer" && argc >= 7)
       return hammer(argv[2], argv[3], std::stoi(argv[4]), argv[5], std::stoi(argv[6]), argc > 7 ? argv[7] : "");
     if (cmd == "barrier" && argc == 5) return barrier_member(argv[2], argv[3], std::stoi(argv[4]));
-    if (cmd == "hold" && argc == 7) return hold(argv[2], argv[3], std::stol(argv[4]), argv[5], argv[6]);
+    if (cmd == "hold" && (argc == 7 || argc == 8))
+      return hold(argv[2], argv[3], std::stol(argv[4]), argv[5], argv[6], argc == 8 ? argv[7] : "mutex");
     std::cerr << "usage: see the comment at the top of worker.cpp\n";
     return 64;
   } catch (const std::exception& e) {
