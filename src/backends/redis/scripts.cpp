@@ -1,21 +1,36 @@
 #include "backends/redis/scripts.h"
 
+#include <cctype>
+#include <iterator>
+
 namespace dlock::detail::redis {
 namespace {
 
-// Helpers shared by the scripts. Every redis.call costs the server about as
-// much as the script's own start (~1.5 µs), so the paths taken without
-// waiters make as few as they can.
-constexpr std::string_view prelude = R"lua(
+// Helpers the scripts share, each after those it calls. A script gets
+// only the ones it uses (text()): defining a Lua function costs the server
+// time at every call. Every redis.call costs about as much as the script's
+// own start (~1.5 µs), so the paths taken without waiters make as few as
+// they can.
+struct Helper {
+  std::string_view name;
+  std::string_view text;
+};
+
+constexpr Helper helpers[] = {
+    {"now_ms", R"lua(
 -- The server's clock in ms (TIME is allowed: scripts replicate their effects).
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+)lua"},
+    {"keep_for", R"lua(
 -- Extends key k's life to at least ms from now (a missing key stays missing).
 local function keep_for(k, ms)
   if redis.call('PTTL', k) < ms then redis.call('PEXPIRE', k, ms) end
 end
+)lua"},
+    {"next_token", R"lua(
 -- The next fencing token of a name, kept in field last_token of hash k: one
 -- more than the last while the hash keeps it; once it is gone, the server
 -- clock in us, which every earlier token of the name is behind.
@@ -31,10 +46,14 @@ local function next_token(k)
   redis.call('HSET', k, 'last_token', token)
   return token
 end
+)lua"},
+    {"publish", R"lua(
 -- One wake-up: a message on the waiter's client channel.
 local function publish(channel_prefix, entry, tag)
   redis.call('PUBLISH', channel_prefix .. string.match(entry, '^[^/]*'), entry .. '\n' .. tag)
 end
+)lua"},
+    {"live_head", R"lua(
 -- Drops dead waiters (deadline passed) from the head of queue q (deadlines
 -- in zset w); the live head or nil, and the clock if it had to be read.
 local function live_head(q, w, now)
@@ -48,6 +67,8 @@ local function live_head(q, w, now)
     redis.call('ZREM', w, head)
   end
 end
+)lua"},
+    {"each_live", R"lua(
 -- Calls visit(entry) on the live entries of queue q in order, dropping dead
 -- ones, until visit returns false.
 local function each_live(q, w, now, visit)
@@ -67,6 +88,8 @@ local function each_live(q, w, now, visit)
     end
   end
 end
+)lua"},
+    {"wake_first", R"lua(
 -- Wakes the first n live waiters of queue q: one message each. Whether
 -- there was one to wake.
 local function wake_first(q, w, n, channel_prefix, tag)
@@ -85,6 +108,8 @@ local function wake_first(q, w, n, channel_prefix, tag)
   end)
   return woken
 end
+)lua"},
+    {"enqueue", R"lua(
 -- Queues entry at the back of queue q, or refreshes its deadline; the queue
 -- keys live as long as their latest deadline, no longer.
 local function enqueue(q, w, entry, ttl, now)
@@ -92,6 +117,8 @@ local function enqueue(q, w, entry, ttl, now)
   keep_for(q, ttl)
   keep_for(w, ttl)
 end
+)lua"},
+    {"dequeue", R"lua(
 -- Takes entry out of queue q if it is there; whether it was the live head.
 local function dequeue(q, w, entry)
   if entry == '' or redis.call('ZREM', w, entry) == 0 then return false end
@@ -99,6 +126,8 @@ local function dequeue(q, w, entry)
   redis.call('LREM', q, 0, entry)
   return was_head
 end
+)lua"},
+    {"watch", R"lua(
 -- Watchers (zset k: entry -> deadline) wait for one event and are all woken
 -- by it; dead ones are dropped when someone watches.
 local function watch(k, entry, ttl, now)
@@ -106,12 +135,16 @@ local function watch(k, entry, ttl, now)
   redis.call('ZADD', k, now + ttl, entry)
   keep_for(k, ttl)
 end
+)lua"},
+    {"wake_watchers", R"lua(
 local function wake_watchers(k, channel_prefix, tag)
   for _, entry in ipairs(redis.call('ZRANGEBYSCORE', k, '(' .. now_ms(), '+inf')) do
     publish(channel_prefix, entry, tag)
   end
   redis.call('DEL', k)
 end
+)lua"},
+    {"prune", R"lua(
 -- Leases as a zset z (member -> expiry ms) with their tokens in hash t:
 -- drops the expired ones (in pages: unpack has a stack limit).
 local function prune(z, t, now)
@@ -122,7 +155,8 @@ local function prune(z, t, now)
     redis.call('HDEL', t, unpack(gone))
   end
 end
-)lua";
+)lua"},
+};
 
 // --- Mutex and election --------------------------------------------------
 
@@ -600,42 +634,62 @@ keep_for(KEYS[1], tonumber(ARGV[2]))
 return 1
 )lua";
 
+// The parts of a script, after the helpers they call (directly or through
+// another helper).
 std::string text(std::initializer_list<std::string_view> parts) {
+  std::string body;
+  for (auto part : parts) body += part;
+  constexpr std::size_t count = std::size(helpers);
+  std::array<bool, count> needed{};
+  auto calls = [](std::string_view code, std::string_view name) {
+    for (auto at = code.find(name); at != std::string_view::npos; at = code.find(name, at + 1)) {
+      const bool starts = at == 0 || !(std::isalnum(static_cast<unsigned char>(code[at - 1])) || code[at - 1] == '_');
+      if (starts && code.substr(at + name.size(), 1) == "(") return true;
+    }
+    return false;
+  };
+  // Later helpers only call earlier ones: one pass from the end.
+  for (std::size_t i = count; i-- > 0;) {
+    needed[i] = calls(body, helpers[i].name);
+    for (std::size_t j = i + 1; j < count && !needed[i]; ++j)
+      needed[i] = needed[j] && calls(helpers[j].text, helpers[i].name);
+  }
   std::string out;
-  for (auto part : parts) out += part;
-  return out;
+  for (std::size_t i = 0; i < count; ++i)
+    if (needed[i]) out += helpers[i].text;
+  return out + body;
 }
 
 }  // namespace
 
 const std::string& script_text(Script script) {
   static const std::array<std::string, script_count> texts = {
-      text({prelude, acquire}),
-      text({prelude, release}),
-      std::string(renew),
-      text({prelude, leave}),
-      text({prelude, force_release}),
-      text({prelude, observe}),
-      text({prelude, rw_prelude, rw_acquire}),
-      text({prelude, rw_prelude, rw_release}),
-      text({prelude, rw_renew}),
-      text({prelude, rw_prelude, rw_leave}),
-      text({prelude, rw_prelude, rw_force}),
-      text({prelude, permit_acquire}),
-      text({prelude, permit_prelude, permit_release}),
-      text({prelude, permit_renew}),
-      text({prelude, permit_prelude, permit_leave}),
-      text({prelude, permit_prelude, permit_force}),
+      text({acquire}),
+      text({release}),
+      text({renew}),
+      text({leave}),
+      text({force_release}),
+      text({observe}),
+      text({rw_prelude, rw_acquire}),
+      text({rw_prelude, rw_release}),
+      text({rw_renew}),
+      text({rw_prelude, rw_leave}),
+      text({rw_prelude, rw_force}),
+      text({permit_acquire}),
+      text({permit_prelude, permit_release}),
+      text({permit_renew}),
+      text({permit_prelude, permit_leave}),
+      text({permit_prelude, permit_force}),
       text({counter_prelude, counter_store}),
       text({counter_prelude, counter_add}),
       text({counter_prelude, counter_cas}),
-      text({prelude, latch_read}),
-      text({prelude, latch_count_down}),
-      text({prelude, barrier_join}),
-      text({prelude, barrier_prelude, barrier_enter}),
-      text({prelude, barrier_prelude, barrier_leave}),
-      text({prelude, barrier_prelude, barrier_remove}),
-      text({prelude, member_renew}),
+      text({latch_read}),
+      text({latch_count_down}),
+      text({barrier_join}),
+      text({barrier_prelude, barrier_enter}),
+      text({barrier_prelude, barrier_leave}),
+      text({barrier_prelude, barrier_remove}),
+      text({member_renew}),
   };
   return texts[static_cast<std::size_t>(script)];
 }
