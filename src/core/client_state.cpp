@@ -66,6 +66,7 @@ Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const 
   }
   LockRequest request{name, owner_for_this_thread(), options.lease, options.lease_mode, options.fair, kind,
                       std::move(data)};
+  request.max_barging_wait = options.max_barging_wait;
   auto got = take(request, deadline);
   if (!got) return got.status();
   if (!*got) return false;
@@ -106,7 +107,12 @@ std::shared_ptr<Hold> ClientState::keep(LockRequest request, Grant grant, const 
   hold->grant = std::move(grant);
   hold->token = hold->grant.token;
   hold->renew_every = renew_interval(options);
-  hold->next_renewal = steady::now() + hold->renew_every;
+  // A grant shorter than the lease (a handover's first lease, a slow answer)
+  // is renewed early: with a third of its validity left at the latest.
+  const auto now = steady::now();
+  hold->next_renewal = now + hold->renew_every;
+  if (hold->grant.valid_until != steady::time_point::max())
+    hold->next_renewal = std::min(hold->next_renewal, now + (hold->grant.valid_until - now) * 2 / 3);
   hold->set_lease_end(hold->grant.valid_until);
   hold->lost_counter = &leases_lost_;
   hold->events = &backend_->events();

@@ -56,6 +56,7 @@ struct BenchArgs {
   int permits = 4;
   int rounds = 5;
   std::string lease = "1s";
+  std::string max_barging_wait;  // empty: MutexOptions' default
 };
 
 // What the shared key protects, in memory every process sees.
@@ -86,13 +87,14 @@ struct LoopConfig {
   std::string primitive = "mutex";
   int read_percent = 0;  // sections that only read the counter (shared: under the read lock)
   int permits = 4;
+  std::chrono::milliseconds max_barging_wait = MutexOptions{}.max_barging_wait;
 };
 
 // The lock under test, one per thread.
 class Section {
  public:
   Section(Client& client, const LoopConfig& config, const std::string& key) {
-    const MutexOptions options{.fair = config.fair};
+    const MutexOptions options{.fair = config.fair, .max_barging_wait = config.max_barging_wait};
     if (config.primitive == "shared") shared_.emplace(client.shared_mutex(key, options));
     else if (config.primitive == "semaphore") semaphore_.emplace(client.semaphore(key, config.permits, options));
     else mutex_.emplace(client.mutex(key, options));
@@ -292,6 +294,7 @@ void print_loop(const std::string& workload, const LoopConfig& c, const LoopResu
                      .str("primitive", c.primitive)
                      .integer("read_percent", c.read_percent)
                      .integer("permits", c.primitive == "semaphore" ? c.permits : 0)
+                     .integer("max_barging_wait_ms", c.fair ? 0 : c.max_barging_wait.count())
                      .str("counter_in", c.key_per_thread ? "" : c.counter_in)
                      .num("seconds", r.seconds, 3)
                      .uinteger("ops", r.ops)
@@ -480,6 +483,7 @@ int bench(const BenchArgs& args) {
   c.primitive = args.primitive;
   c.read_percent = args.read_percent >= 0 ? args.read_percent : (args.primitive == "shared" ? 90 : 0);
   c.permits = args.permits;
+  if (!args.max_barging_wait.empty()) c.max_barging_wait = duration_arg(args.max_barging_wait, "--max-barging-wait");
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
@@ -538,6 +542,9 @@ void add_bench(CLI::App& app, int& status) {
   cmd->add_option("--counter-in", args->counter_in,
                   "contended: where the counter lives: memory (default) or redis (GET + SET inside the lock)")
       ->check(CLI::IsMember({"memory", "redis"}));
+  cmd->add_option("--max-barging-wait", args->max_barging_wait,
+                  "MutexOptions::max_barging_wait: how long a waiter lets others barge before it is served "
+                  "first (default 1ms; 0 = in order)");
   cmd->add_flag("--fair", args->fair, "Lock with MutexOptions::fair (FIFO waiters; backends with a queue only)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->footer("Exit status: 0; 1 if mutual exclusion failed (lost updates or oversold); 70 if a worker failed.");

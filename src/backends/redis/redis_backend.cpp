@@ -101,9 +101,9 @@ struct Layout {
   std::size_t renew_keys;  // the first n keys are the renew script's
 };
 
-const Layout mutex_layout{{"lock", "queue", "waiters"},
+const Layout mutex_layout{{"lock", "queue", "waiters", "since"},
                           Script::acquire, Script::release, Script::renew, Script::leave, Script::force_release, 1};
-const Layout leader_layout{{"leader", "leader:queue", "leader:waiters", "leader:observers"},
+const Layout leader_layout{{"leader", "leader:queue", "leader:waiters", "leader:since", "leader:observers"},
                            Script::acquire, Script::release, Script::renew, Script::leave, Script::force_release, 1};
 const Layout rw_layout{{"rw", "rw:readers", "rw:tokens", "rw:queue", "rw:waiters"},
                        Script::rw_acquire, Script::rw_release, Script::rw_renew, Script::rw_leave, Script::rw_force, 3};
@@ -170,6 +170,7 @@ class RedisWaiter final : public Waiter {
       : backend_(backend), slot_(std::move(slot)), kind_(kind) {}
   ~RedisWaiter() override;
   Status wait_until(steady::time_point until) override;
+  std::optional<Grant> take_grant() override;
 
  private:
   RedisBackend& backend_;
@@ -240,6 +241,7 @@ class RedisBackend final : public Backend, public LockDriver {
     const std::string lease = ms(request.lease), ttl = ms(config_.waiter_ttl), retention = ms(config_.token_retention);
     // An election is FIFO (the next in line leads, as on zk://).
     const std::string_view fair = request.fair || request.kind == LockKind::latch ? "1" : "0";
+    const std::string bound = request.fair || request.kind == LockKind::latch ? "0" : ms(request.max_barging_wait);
     std::vector<std::string_view> args = {request.owner, lease, entry, ttl, fair};
     std::string permits, tag;
     switch (request.kind) {
@@ -251,24 +253,31 @@ class RedisBackend final : public Backend, public LockDriver {
         permits = std::to_string(request.permits);
         args.insert(args.end(), {permits, retention});
         break;
-      case LockKind::latch:
-        tag = observer_tag(request.name);
-        args.insert(args.end(), {request.data, channel_prefix_, tag});
-        break;
       default:
+        // A mutex or a leadership: how long we let others barge, and the lease's mode.
+        args[4] = bound;
+        args.push_back(request.mode == LeaseMode::fixed ? "1" : "0");
+        if (request.kind == LockKind::latch) {
+          tag = observer_tag(request.name);
+          args.insert(args.end(), {request.data, channel_prefix_, tag});
+        }
         break;
     }
 
     auto reply = pool_.eval(layout.acquire, keys.all(), args, deadline, step, keys[0]);
     const redisReply* r = reply ? reply->get() : nullptr;
-    const bool granted = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && integer(r->element[0]) == 1;
+    const bool granted = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && integer(r->element[0]) == 1;
     // Busy: our entry is queued, and leaving must remove it. Granted: the
     // script removed it. No answer: core ends its loop on this error, and
     // leaving would cost another op_timeout against a server that just
     // failed us; the entry's deadline (waiter_ttl) removes it instead.
-    if (slot) subscriber_.set_queued(*slot, reply && !granted);
+    // A busy reply also says when the server ran it: a later handover's
+    // validity counts from there.
+    const std::int64_t server_ms =
+        r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 ? signed_number(r->element[2]).value_or(-1) : -1;
+    if (slot) subscriber_.set_queued(*slot, reply && !granted, sent, server_ms);
     if (!reply) return reply.status();
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return unexpected(step);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) return unexpected(step);
     if (granted) {
       auto token = unsigned_number(r->element[1]);
       if (!token) return unexpected(step);
@@ -298,7 +307,8 @@ class RedisBackend final : public Backend, public LockDriver {
     const std::string step = "releasing " + what;
     const Layout& layout = layout_of(request.kind);
     const Keys keys = keys_of(request.name, layout);
-    const std::string token = std::to_string(grant.token), retention = ms(config_.token_retention);
+    const std::string token = std::to_string(grant.token), retention = ms(config_.token_retention),
+                      waiter_ttl = ms(config_.waiter_ttl);
     std::vector<std::string_view> args;
     std::string tag;
     switch (request.kind) {
@@ -311,7 +321,7 @@ class RedisBackend final : public Backend, public LockDriver {
         break;
       default:
         tag = observer_tag(request.name);
-        args = {request.owner, token, retention, channel_prefix_, request.name, tag};
+        args = {request.owner, token, retention, channel_prefix_, request.name, waiter_ttl, tag};
         break;
     }
     auto reply = pool_.eval(layout.release, keys.all(), args, deadline, step, keys[0]);
@@ -560,6 +570,14 @@ class RedisBackend final : public Backend, public LockDriver {
   // reached, the entry's deadline (waiter_ttl) removes it.
   void leave(const std::shared_ptr<Subscriber::Slot>& slot, LockKind kind) noexcept {
     try {
+      // Handed the lock and gone before taking it: give it on.
+      if (auto handover = subscriber_.untaken_handover(*slot)) {
+        LockRequest request{slot->name, slot->owner, milliseconds(handover->lease_ms)};
+        request.kind = kind;
+        Grant grant;
+        grant.token = handover->token;
+        (void)release(request, grant);
+      }
       if (!subscriber_.remove(slot)) return;
       const auto deadline = steady::now() + config_.op_timeout;
       const std::string step = "leaving the queue of '" + slot->name + "'";
@@ -590,6 +608,20 @@ class RedisBackend final : public Backend, public LockDriver {
 };
 
 RedisWaiter::~RedisWaiter() { backend_.leave(slot_, kind_); }
+
+// The lock a release handed to us, valid until (on our clock) the earliest
+// moment the server can expire it: our last attempt ran on the server no
+// earlier than it was sent, so server time S maps to no earlier than
+// sent + (S - that attempt's server time); 1 ms for the clock's resolution.
+std::optional<Grant> RedisWaiter::take_grant() {
+  auto taken = backend_.subscriber().take_handover(*slot_);
+  if (!taken) return std::nullopt;
+  Grant grant;
+  grant.token = taken->handover.token;
+  grant.valid_until = taken->attempt_sent +
+                      milliseconds(taken->handover.server_ms - taken->attempt_server_ms - 1 + taken->handover.lease_ms);
+  return grant;
+}
 
 Status RedisWaiter::wait_until(steady::time_point until) {
   backend_.subscriber().wait(*slot_, until);

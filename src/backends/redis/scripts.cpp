@@ -55,8 +55,9 @@ end
 )lua"},
     {"live_head", R"lua(
 -- Drops dead waiters (deadline passed) from the head of queue q (deadlines
--- in zset w); the live head or nil, and the clock if it had to be read.
-local function live_head(q, w, now)
+-- in zset w; what they wait with in hash s, if given); the live head or
+-- nil, and the clock if it had to be read.
+local function live_head(q, w, now, s)
   while true do
     local head = redis.call('LINDEX', q, 0)
     if not head then return nil, now end
@@ -65,6 +66,7 @@ local function live_head(q, w, now)
     if deadline and tonumber(deadline) > now then return head, now end
     redis.call('LPOP', q)
     redis.call('ZREM', w, head)
+    if s then redis.call('HDEL', s, head) end
   end
 end
 )lua"},
@@ -95,7 +97,7 @@ end
 local function wake_first(q, w, n, channel_prefix, tag)
   if n <= 0 then return false end
   if n == 1 then
-    local head = live_head(q, w, nil)
+    local head = live_head(q, w, nil, nil)
     if head then publish(channel_prefix, head, tag) end
     return head ~= nil
   end
@@ -111,20 +113,37 @@ end
 )lua"},
     {"enqueue", R"lua(
 -- Queues entry at the back of queue q, or refreshes its deadline; the queue
--- keys live as long as their latest deadline, no longer.
-local function enqueue(q, w, entry, ttl, now)
-  if redis.call('ZADD', w, now + ttl, entry) == 1 then redis.call('RPUSH', q, entry) end
+-- keys live as long as their latest deadline, no longer. A new entry's
+-- `info` (what it waits with) goes into hash s, if given.
+local function enqueue(q, w, entry, ttl, now, s, info)
+  if redis.call('ZADD', w, now + ttl, entry) == 1 then
+    redis.call('RPUSH', q, entry)
+    if s then redis.call('HSET', s, entry, info) end
+  end
   keep_for(q, ttl)
   keep_for(w, ttl)
+  if s then keep_for(s, ttl) end
 end
 )lua"},
     {"dequeue", R"lua(
--- Takes entry out of queue q if it is there; whether it was the live head.
-local function dequeue(q, w, entry)
+-- Takes entry out of queue q (and hash s) if it is there; whether it was
+-- the live head.
+local function dequeue(q, w, entry, s)
   if entry == '' or redis.call('ZREM', w, entry) == 0 then return false end
   local was_head = redis.call('LINDEX', q, 0) == entry
   redis.call('LREM', q, 0, entry)
+  if s then redis.call('HDEL', s, entry) end
   return was_head
+end
+)lua"},
+    {"waiting", R"lua(
+-- What the waiter `entry` waits with (hash s): since when (server ms), its
+-- lease and fixed flag, how long it lets others barge (ms), its data.
+local function waiting(s, entry)
+  local v = redis.call('HGET', s, entry)
+  if not v then return nil end
+  local since, lease, fixed, bound, data = string.match(v, '^(%d+),(%d+),(%d),(%d+),(.*)$')
+  return tonumber(since), lease, fixed, tonumber(bound), data
 end
 )lua"},
     {"watch", R"lua(
@@ -159,19 +178,39 @@ end
 };
 
 // --- Mutex and election --------------------------------------------------
+// KEYS: 1 lock, 2 queue, 3 waiters, 4 since (entry -> what it waits with,
+// see waiting()); elections also 5 observers.
+//
+// Not fair, a free lock goes to whoever asks first, unless the live head of
+// the queue has waited longer than its max_barging_wait: then it goes to the
+// head only, and a release hands it over directly (the head's wake-up
+// carries the token: no round trip). Fair is a bound of 0. A lock handed
+// to a waiter whose lease is a watchdog's gets min(lease, waiter_ttl) at
+// first (ARGV of the release), so a waiter that died just before gets it
+// for that long at most; its first renewal comes early (core).
 
 // ARGV: 1 owner, 2 lease ms, 3 our waiter entry ('' = none), 4 waiter_ttl ms,
-// 5 fair ('1' or '0'); elections also 6 data, 7 channel prefix, 8 observer tag
+// 5 max_barging_wait ms ('0' = fair), 6 '1' if the lease is fixed;
+// elections also 7 data, 8 channel prefix, 9 observer tag
 constexpr std::string_view acquire = R"lua(
 local held = redis.call('HMGET', KEYS[1], 'owner', 'last_token')
 local holder = held[1]
--- Free, or already ours (a retry whose first reply was lost): we may take it...
+-- Free, or already ours (a retry whose first reply was lost, or a handover
+-- whose message we missed): we may take it...
 local free = (not holder) or holder == ARGV[1]
--- ...unless fair and someone queued before us (dead heads dropped first).
+-- ...unless someone queued before us goes first: everyone if we are fair,
+-- else a head that has waited longer than it lets others barge.
 local head, now = nil, nil
-if free and not holder and ARGV[5] == '1' then
-  head, now = live_head(KEYS[2], KEYS[3], nil)
-  if head and head ~= ARGV[3] then free = false end
+if free and not holder then
+  head, now = live_head(KEYS[2], KEYS[3], nil, KEYS[4])
+  if head and head ~= ARGV[3] then
+    if ARGV[5] == '0' then
+      free = false
+    else
+      local since, _, _, bound = waiting(KEYS[4], head)
+      if since and now - since >= bound then free = false end
+    end
+  end
 end
 if free then
   -- One more than the last token while the key keeps it; once it is gone,
@@ -185,37 +224,62 @@ if free then
   end
   redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token, 'last_token', token)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  dequeue(KEYS[2], KEYS[3], ARGV[3])
+  dequeue(KEYS[2], KEYS[3], ARGV[3], KEYS[4])
   -- An election: the leader's id, and every observer told.
-  if KEYS[4] and holder ~= ARGV[1] then
-    redis.call('HSET', KEYS[1], 'data', ARGV[6])
-    wake_watchers(KEYS[4], ARGV[7], ARGV[8])
+  if KEYS[5] and holder ~= ARGV[1] then
+    redis.call('HSET', KEYS[1], 'data', ARGV[7])
+    wake_watchers(KEYS[5], ARGV[8], ARGV[9])
   end
   return {1, token}
 end
 -- Busy: queue us, or refresh our deadline, so that a release wakes us.
+now = now or now_ms()
+local at = string.format('%.0f', now)
 if ARGV[3] ~= '' then
-  now = now or now_ms()
-  enqueue(KEYS[2], KEYS[3], ARGV[3], tonumber(ARGV[4]), now)
+  enqueue(KEYS[2], KEYS[3], ARGV[3], tonumber(ARGV[4]), now, KEYS[4],
+          at .. ',' .. ARGV[2] .. ',' .. ARGV[6] .. ',' .. ARGV[5] .. ',' .. (ARGV[7] or ''))
 end
--- When to retry at the latest: the holder's lease end, or the head's deadline.
-if holder then return {0, redis.call('PTTL', KEYS[1])} end
-return {0, tonumber(redis.call('ZSCORE', KEYS[3], head)) - now}
+-- When to retry at the latest (the holder's lease end, or the head's
+-- deadline), and the server's clock (a handover's validity is computed from it).
+if holder then return {0, redis.call('PTTL', KEYS[1]), at} end
+return {0, tonumber(redis.call('ZSCORE', KEYS[3], head)) - now, at}
 )lua";
 
-// ARGV: 1 owner, 2 token, 3 token_retention ms, 4 channel prefix, 5 lock name;
-// elections also 6 observer tag
+// ARGV: 1 owner, 2 token, 3 token_retention ms, 4 channel prefix, 5 lock name,
+// 6 waiter_ttl ms; elections also 7 observer tag
 constexpr std::string_view release = R"lua(
 -- Ours only if both owner and token match: a stale release frees nothing.
-local mine = redis.call('HMGET', KEYS[1], 'owner', 'token')
+local mine = redis.call('HMGET', KEYS[1], 'owner', 'token', 'last_token')
 if mine[1] ~= ARGV[1] or mine[2] ~= ARGV[2] then return 0 end
+local head, now = live_head(KEYS[2], KEYS[3], nil, KEYS[4])
+if head then
+  local since, lease, fixed, bound, data = waiting(KEYS[4], head)
+  if since and now - since >= bound then
+    -- The head has waited long enough: it holds the lock from now on, and
+    -- its wake-up says so (token, server time of the handover).
+    if fixed == '0' then lease = math.min(tonumber(lease), tonumber(ARGV[6])) end
+    local token = string.format('%.0f', tonumber(mine[3]) + 1)
+    redis.call('HSET', KEYS[1], 'owner', string.sub(head, string.find(head, '/', 1, true) + 1), 'token', token,
+               'last_token', token)
+    redis.call('PEXPIRE', KEYS[1], lease)
+    dequeue(KEYS[2], KEYS[3], head, KEYS[4])
+    publish(ARGV[4], head, ARGV[5] .. '\n' .. token .. '\n' .. string.format('%.0f', now) .. '\n' .. lease)
+    if KEYS[5] then
+      redis.call('HSET', KEYS[1], 'data', data)
+      wake_watchers(KEYS[5], ARGV[4], ARGV[7])
+    end
+    return 1
+  end
+end
 -- Forget the holder; keep last_token for the retention window.
 redis.call('HDEL', KEYS[1], 'owner', 'token', 'data')
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 -- An election's observers hear of the next leader when it takes over;
 -- only if nobody is in line are they told that nobody leads.
-if not wake_first(KEYS[2], KEYS[3], 1, ARGV[4], ARGV[5]) and KEYS[4] then
-  wake_watchers(KEYS[4], ARGV[4], ARGV[6])
+if head then
+  publish(ARGV[4], head, ARGV[5])
+elseif KEYS[5] then
+  wake_watchers(KEYS[5], ARGV[4], ARGV[7])
 end
 return 1
 )lua";
@@ -232,8 +296,9 @@ return 1
 // ARGV: 1 our waiter entry, 2 channel prefix, 3 lock name
 constexpr std::string_view leave = R"lua(
 -- A head that gives up after its wake-up passes it on if the lock is free.
-if dequeue(KEYS[2], KEYS[3], ARGV[1]) and redis.call('HEXISTS', KEYS[1], 'owner') == 0 then
-  wake_first(KEYS[2], KEYS[3], 1, ARGV[2], ARGV[3])
+if dequeue(KEYS[2], KEYS[3], ARGV[1], KEYS[4]) and redis.call('HEXISTS', KEYS[1], 'owner') == 0 then
+  local head = live_head(KEYS[2], KEYS[3], nil, KEYS[4])
+  if head then publish(ARGV[2], head, ARGV[3]) end
 end
 return 1
 )lua";
@@ -244,8 +309,11 @@ if redis.call('HEXISTS', KEYS[1], 'owner') == 0 then return 0 end
 -- Drop the holder whoever it is; its renewals and release now fail (lost).
 redis.call('HDEL', KEYS[1], 'owner', 'token', 'data')
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
-if not wake_first(KEYS[2], KEYS[3], 1, ARGV[2], ARGV[3]) and KEYS[4] then
-  wake_watchers(KEYS[4], ARGV[2], ARGV[4])
+local head = live_head(KEYS[2], KEYS[3], nil, KEYS[4])
+if head then
+  publish(ARGV[2], head, ARGV[3])
+elseif KEYS[5] then
+  wake_watchers(KEYS[5], ARGV[2], ARGV[4])
 end
 return 1
 )lua";
