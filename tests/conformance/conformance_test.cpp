@@ -93,6 +93,25 @@ TEST_P(Conformance, NoWaiterWaitsFarLongerThanTheQueueBeforeIt) {
       << "a waiter waited far longer than the 7 holds that could be before it";
 }
 
+// unlock() may not wait for the store (redis), but what the same thread
+// does next sees every release it sent: none of 50 locks is left held.
+TEST_P(Conformance, UnlocksAreAppliedBeforeTheThreadsNextCall) {
+  auto c = client();
+  const std::string prefix = lock_name() + "/";
+  for (int i = 0; i < 50; ++i) {
+    auto m = c->mutex(prefix + std::to_string(i));
+    m.lock();
+    m.unlock();
+  }
+  EXPECT_TRUE(c->list_locks(prefix).empty()) << "a release sent by unlock() was not applied before list_locks";
+  auto last = c->mutex(prefix + "last");
+  last.lock();
+  EXPECT_TRUE(last.unlock_checked().ok());
+  EXPECT_TRUE(c->list_locks(prefix).empty());
+  const auto stats = c->stats();
+  EXPECT_EQ(stats.failed_releases, 0u);
+}
+
 // The same harness without the lock must see violations, or the test above
 // proves nothing.
 TEST_P(Conformance, OracleDetectsViolationsWithoutTheLock) {
