@@ -116,15 +116,24 @@ TEST_F(Cli, NoLockDescriptorLeaksIntoTheCommand) {
   std::string baseline;
   while (auto line = direct.read_line(scaled(10s))) baseline += *line + "\n";
   ASSERT_TRUE(direct.wait(scaled(5s)));
-  for (const auto& backend : backends) {
-    auto [status, out] = dlock({"run", "--backend", backend, "leak", "--", "/bin/sh", "-c", "ls -l /proc/$$/fd"});
-    EXPECT_EQ(status, 0) << backend;
+  // A lock on every backend; a permit and leadership where the store has them.
+  std::vector<std::pair<std::string, std::vector<std::string>>> runs;
+  for (const auto& backend : backends) runs.push_back({backend, {}});
+  runs.push_back({url(), {"--permits", "2"}});
+  runs.push_back({url(), {"--elect"}});
+  for (const auto& [backend, how] : runs) {
+    std::vector<std::string> args{"run", "--backend", backend};
+    args.insert(args.end(), how.begin(), how.end());
+    args.insert(args.end(), {"leak", "--", "/bin/sh", "-c", "ls -l /proc/$$/fd"});
+    auto [status, out] = dlock(args);
+    const std::string what = backend + (how.empty() ? "" : " " + how.front());
+    EXPECT_EQ(status, 0) << what;
     // Only the shell's own stdin, stdout and stderr (and the fd ls reads).
-    for (const char* leak : {".lock", ".db", "inotify", "socket:", "eventfd", "anon_inode"})
-      EXPECT_EQ(out.find(leak), std::string::npos) << backend << " leaked " << leak << ":\n" << out;
+    for (const char* leak : {".lock", ".permits", ".elect", ".db", "inotify", "socket:", "eventfd", "anon_inode"})
+      EXPECT_EQ(out.find(leak), std::string::npos) << what << " leaked " << leak << ":\n" << out;
     // No descriptor beyond those the command would get without dlock (what
     // this test process itself passes on), e.g. a client library's pipes.
-    EXPECT_EQ(descriptors(out), descriptors(baseline)) << backend << " leaked:\n" << out << "without dlock:\n" << baseline;
+    EXPECT_EQ(descriptors(out), descriptors(baseline)) << what << " leaked:\n" << out << "without dlock:\n" << baseline;
   }
 }
 
@@ -339,19 +348,42 @@ TEST_F(Cli, DemoJsonNeverOversellsWithALock) {
   }
 }
 
+// sqlite:// has neither elections nor semaphores.
 TEST_F(Cli, ElectIsRefusedWhereThereAreNoElections) {
-  EXPECT_EQ(dlock(run_args("leader", {"--elect"}, {"/bin/true"})).first, 64);
+  const std::string sqlite = "sqlite://" + dir_.path() + "/locks.db";
+  EXPECT_EQ(dlock({"run", "--backend", sqlite, "--elect", "leader", "--", "/bin/true"}).first, 64);
 }
 
 TEST_F(Cli, PermitsAreRefusedWhereThereAreNoSemaphores) {
-  EXPECT_EQ(dlock(run_args("crawl", {"--permits", "2"}, {"/bin/true"})).first, 64);
+  const std::string sqlite = "sqlite://" + dir_.path() + "/locks.db";
+  EXPECT_EQ(dlock({"run", "--backend", sqlite, "--permits", "2", "crawl", "--", "/bin/true"}).first, 64);
 }
 
+// The stores --elect and --permits work on: the embedded default (no
+// server at all), and zk:// where it is built.
+class ElectAndPermits : public Cli, public ::testing::WithParamInterface<std::string> {
+ protected:
+  std::string backend() const {
+    if (GetParam() == "file") return url();
+    return server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
+  }
+};
+
+std::vector<std::string> elect_and_permit_stores() {
+  std::vector<std::string> out{"file"};
 #ifdef DLOCK_WITH_ZOOKEEPER
+  out.push_back("zookeeper");
+#endif
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, ElectAndPermits, ::testing::ValuesIn(elect_and_permit_stores()),
+                         [](const auto& param_info) { return param_info.param; });
+
 // Candidates that run CMD only while they lead: never two CMDs at once, and
 // every one runs (each resigns when its CMD ends).
-TEST_F(Cli, ElectedRunsNeverOverlap) {
-  const std::string backend = server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
+TEST_P(ElectAndPermits, ElectedRunsNeverOverlap) {
+  const std::string backend = this->backend();
   const std::string counter = dir_.path() + "/counter", busy = dir_.path() + "/busy",
                     overlaps = dir_.path() + "/overlaps";
   std::ofstream(counter) << 0;
@@ -373,8 +405,8 @@ TEST_F(Cli, ElectedRunsNeverOverlap) {
 
 // --permits 2: never more than two commands at once, and two do run at
 // once; every one runs.
-TEST_F(Cli, PermittedRunsNeverExceedTheirPermits) {
-  const std::string backend = server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
+TEST_P(ElectAndPermits, PermittedRunsNeverExceedTheirPermits) {
+  const std::string backend = this->backend();
   const std::string inside = dir_.path() + "/inside", seen = dir_.path() + "/seen";
   ASSERT_EQ(::mkdir(inside.c_str(), 0700), 0);
   // Each run marks itself inside, counts who is, stays a while, leaves.
@@ -393,9 +425,10 @@ TEST_F(Cli, PermittedRunsNeverExceedTheirPermits) {
 }
 
 // Observers see the running leader's --id; a killed leader's place is free
-// within the session timeout.
-TEST_F(Cli, ElectedRunIsSeenAsLeaderUntilItDies) {
-  const std::string backend = server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
+// within the session timeout (on file://, at once: the kernel drops its
+// locks, and the command it ran holds none of its descriptors).
+TEST_P(ElectAndPermits, ElectedRunIsSeenAsLeaderUntilItDies) {
+  const std::string backend = this->backend();
   ChildProcess run({DLOCK_TOOL, "run", "--backend", backend, "--elect", "--id", "worker-1", "jobs/leader", "--",
                     "/bin/sh", "-c", "echo \"$DLOCK_TOKEN\"; exec sleep 30"});
   auto line = run.read_line(scaled(10s));
@@ -406,10 +439,36 @@ TEST_F(Cli, ElectedRunIsSeenAsLeaderUntilItDies) {
   EXPECT_EQ(election.leader(), "worker-1");
   run.signal(SIGKILL);
   ASSERT_TRUE(run.wait(scaled(5s)));
-  const auto gone = election.wait_leader_change_for("worker-1", observer->session_timeout().value() + scaled(10s));
+  const auto killed = std::chrono::steady_clock::now();
+  const auto gone = election.wait_leader_change_for("worker-1", observer->session_timeout().value_or(0ms) + scaled(10s));
   EXPECT_EQ(gone, std::nullopt) << "a killed leader still leads";
+  if (GetParam() == "file") {
+    EXPECT_LT(std::chrono::steady_clock::now() - killed, scaled(300ms)) << "a killed leader was not replaced at once";
+  }
 }
-#endif
+
+// A killed `dlock run --permits`'s permit is free at once on file:// (its
+// command, still running, holds nothing that keeps it); within the session
+// timeout on zk://.
+TEST_P(ElectAndPermits, KilledPermitHolderFreesItsPermit) {
+  const std::string backend = this->backend();
+  ChildProcess run({DLOCK_TOOL, "run", "--backend", backend, "--permits", "1", "jobs/one", "--", "/bin/sh", "-c",
+                    "echo started; exec sleep 30"});
+  ASSERT_EQ(run.read_line(scaled(10s)), "started");
+  auto observer = dlock::connect(backend);
+  auto semaphore = observer->semaphore("jobs/one", 1);
+  EXPECT_EQ(semaphore.in_use(), 1);
+  EXPECT_FALSE(semaphore.try_acquire()) << "the running command's permit was free";
+  run.signal(SIGKILL);
+  ASSERT_TRUE(run.wait(scaled(5s)));
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(semaphore.try_acquire_for(observer->session_timeout().value_or(0ms) + scaled(10s)))
+      << "a killed holder's permit never came back";
+  if (GetParam() == "file") {
+    EXPECT_LT(std::chrono::steady_clock::now() - killed, scaled(300ms)) << "a killed holder's permit was not free at once";
+  }
+  semaphore.release();
+}
 
 }  // namespace
 }  // namespace dlock::test
