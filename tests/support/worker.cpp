@@ -5,8 +5,10 @@
 //       WORK_US, write counter + 1, leave, unlock. "nolock" skips the lock
 //       (the control run that shows the oracle can see violations);
 //       "semaphore" takes a permit of a one-permit Semaphore instead of the Mutex.
-//   hold URL NAME LEASE_MS watchdog|fixed RESOURCE
-//       Locks, prints "acquired <token>", then obeys stdin lines:
+//   hold URL NAME LEASE_MS watchdog|fixed RESOURCE [mutex|read|write|permit|leader]
+//       Locks (a Mutex; or a SharedMutex shared or exclusively, a permit of
+//       a one-permit Semaphore, leadership of an Election), prints
+//       "acquired <token>", then obeys stdin lines:
 //       "write"  → a fenced write with its token; prints
 //                  "write accepted|rejected lost=0|1"
 //       "unlock" → prints "unlock ok" or "unlock <error code>"
@@ -24,6 +26,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -62,23 +66,54 @@ int hammer(const std::string& url, const std::string& name, int count, const std
   return hammer(how == "nolock" ? nullptr : &mutex, resource_path, count, work_us);
 }
 
+// What `hold` holds, whatever the primitive.
+struct Held {
+  std::function<std::uint64_t()> token;
+  std::function<bool()> lost;
+  std::function<dlock::Status()> release;
+};
+
 int hold(const std::string& url, const std::string& name, long lease_ms, const std::string& mode,
-         const std::string& resource_path) {
+         const std::string& resource_path, const std::string& kind) {
   dlock::test::FencedResource resource(resource_path, false);
   auto client = dlock::connect(url);
-  auto mutex = client->mutex(name, {.lease = std::chrono::milliseconds(lease_ms),
+  const dlock::MutexOptions options{.lease = std::chrono::milliseconds(lease_ms),
                                     .lease_mode = mode == "fixed" ? dlock::LeaseMode::fixed
-                                                                  : dlock::LeaseMode::watchdog});
-  mutex.lock();
-  const auto token = mutex.token();
+                                                                  : dlock::LeaseMode::watchdog};
+  std::optional<dlock::Mutex> mutex;
+  std::optional<dlock::SharedMutex> shared;
+  std::optional<dlock::Semaphore> semaphore;
+  std::optional<dlock::Election> election;
+  Held held;
+  if (kind == "read" || kind == "write") {
+    shared.emplace(client->shared_mutex(name, options));
+    kind == "read" ? shared->lock_shared() : shared->lock();
+    held = {[&] { return shared->token(); }, [&] { return shared->lost(); },
+            [&] { return kind == "read" ? shared->unlock_shared_checked() : shared->unlock_checked(); }};
+  } else if (kind == "permit") {
+    semaphore.emplace(client->semaphore(name, 1, options));
+    semaphore->acquire();
+    held = {[&] { return semaphore->token(); }, [&] { return semaphore->lost(); },
+            [&] { return semaphore->release_checked(1); }};
+  } else if (kind == "leader") {
+    election.emplace(client->election(name, options));
+    election->campaign("worker-" + std::to_string(::getpid()));
+    held = {[&] { return election->token(); }, [&] { return election->lost(); },
+            [&] { return election->resign_checked(); }};
+  } else {
+    mutex.emplace(client->mutex(name, options));
+    mutex->lock();
+    held = {[&] { return mutex->token(); }, [&] { return mutex->lost(); }, [&] { return mutex->unlock_checked(); }};
+  }
+  const auto token = held.token();
   std::cout << "acquired " << token << std::endl;
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line == "write") {
       bool ok = resource.write(token, ::getpid());
-      std::cout << "write " << (ok ? "accepted" : "rejected") << " lost=" << mutex.lost() << std::endl;
+      std::cout << "write " << (ok ? "accepted" : "rejected") << " lost=" << held.lost() << std::endl;
     } else if (line == "unlock") {
-      auto s = mutex.unlock_checked();
+      auto s = held.release();
       std::cout << "unlock " << (s.ok() ? "ok" : dlock::to_string(s.code())) << std::endl;
     }
   }
@@ -109,7 +144,8 @@ int main(int argc, char** argv) {
     if (cmd == "hammer" && argc >= 7)
       return hammer(argv[2], argv[3], std::stoi(argv[4]), argv[5], std::stoi(argv[6]), argc > 7 ? argv[7] : "");
     if (cmd == "barrier" && argc == 5) return barrier_member(argv[2], argv[3], std::stoi(argv[4]));
-    if (cmd == "hold" && argc == 7) return hold(argv[2], argv[3], std::stol(argv[4]), argv[5], argv[6]);
+    if (cmd == "hold" && (argc == 7 || argc == 8))
+      return hold(argv[2], argv[3], std::stol(argv[4]), argv[5], argv[6], argc == 8 ? argv[7] : "mutex");
     std::cerr << "usage: see the comment at the top of worker.cpp\n";
     return 64;
   } catch (const std::exception& e) {

@@ -1,0 +1,119 @@
+// Fault tests of the file:// backend: a holder of each primitive killed
+// (SIGKILL) or stopped (SIGSTOP) in another process. On one host the
+// kernel is the session: a dead holder's OFD locks go with it, so its share
+// is free at once, not after its lease; a stopped one keeps its locks but
+// loses its share when its lease runs out, and the resource refuses its
+// stale fencing token.
+#include "child_process.h"
+#include "fenced_resource.h"
+
+#include <dlock/dlock.h>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+// A contender for what the worker holds as `kind`, in this process: one
+// that the holder excludes.
+struct Contender {
+  std::function<bool(std::chrono::milliseconds)> take;  // try for that long
+  std::function<std::uint64_t()> token;
+  std::function<void()> give_back;
+};
+
+class FileFault : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string url() const { return "file://" + dir_.path() + "/locks"; }
+  std::string resource_path() const { return dir_.path() + "/resource"; }
+  std::string name() const { return "faults/" + GetParam(); }
+
+  std::unique_ptr<ChildProcess> holder(long lease_ms, const std::string& mode) const {
+    return std::make_unique<ChildProcess>(std::vector<std::string>{
+        DLOCK_TEST_WORKER, "hold", url(), name(), std::to_string(lease_ms), mode, resource_path(), GetParam()});
+  }
+
+  // A permit and a leader wait for one of their own kind; a SharedMutex's
+  // holder is contended by a writer, or (`reader`) by a reader.
+  Contender contender(bool reader = false) {
+    client_ = dlock::connect(url());
+    const std::string kind = GetParam();
+    if (kind == "read" || kind == "write") {
+      auto rw = std::make_shared<SharedMutex>(client_->shared_mutex(name()));
+      const bool reads = reader;
+      return {[rw, reads](std::chrono::milliseconds t) { return reads ? rw->try_lock_shared_for(t) : rw->try_lock_for(t); },
+              [rw] { return rw->token(); }, [rw, reads] { reads ? rw->unlock_shared() : rw->unlock(); }};
+    }
+    if (kind == "permit") {
+      auto semaphore = std::make_shared<Semaphore>(client_->semaphore(name(), 1));
+      return {[semaphore](std::chrono::milliseconds t) { return semaphore->try_acquire_for(t); },
+              [semaphore] { return semaphore->token(); }, [semaphore] { semaphore->release(); }};
+    }
+    auto election = std::make_shared<Election>(client_->election(name()));
+    return {[election](std::chrono::milliseconds t) { return election->campaign_for(t, "contender"); },
+            [election] { return election->token(); }, [election] { election->resign(); }};
+  }
+
+  TempDir dir_;
+  std::shared_ptr<Client> client_;
+};
+
+TEST_P(FileFault, AKilledHoldersShareIsFreeAtOnce) {
+  FencedResource resource(resource_path(), true);
+  auto held = holder(30'000, "watchdog");  // a lease far longer than the bound below
+  auto line = held->read_line(scaled(10s));
+  ASSERT_TRUE(line && line->starts_with("acquired ")) << line.value_or("<nothing>");
+  const std::uint64_t dead_token = std::stoull(line->substr(9));
+  // A dead writer lets a reader in; everything else, its own kind.
+  auto other = contender(GetParam() == "write");
+  ASSERT_FALSE(other.take(0ms)) << "the contender got in beside a live " << GetParam() << " holder";
+  held->signal(SIGKILL);
+  ASSERT_TRUE(held->wait(scaled(5s)));
+  const auto start = steady::now();
+  ASSERT_TRUE(other.take(scaled(10s))) << "a killed holder's share never came back";
+  EXPECT_LT(steady::now() - start, scaled(300ms)) << "the kernel should free a dead holder's share at once";
+  EXPECT_GT(other.token(), dead_token);
+  other.give_back();
+}
+
+TEST_P(FileFault, AStoppedHolderLosesItsShareAtItsLeaseAndIsFencedOff) {
+  FencedResource resource(resource_path(), true);
+  auto held = holder(1000, "fixed");
+  auto line = held->read_line(scaled(10s));
+  ASSERT_TRUE(line && line->starts_with("acquired ")) << line.value_or("<nothing>");
+  held->write_line("write");
+  ASSERT_EQ(held->read_line(scaled(5s)), std::optional<std::string>("write accepted lost=0"));
+  held->signal(SIGSTOP);
+  auto other = contender();
+  const auto start = steady::now();
+  ASSERT_TRUE(other.take(scaled(5s))) << "a stopped holder's fixed lease never ran out";
+  EXPECT_GE(steady::now() - start, 500ms) << "the share was free long before the stopped holder's lease ran out";
+  EXPECT_TRUE(resource.write(other.token(), 1)) << "the new holder's fenced write was refused";
+  held->signal(SIGCONT);
+  held->write_line("write");
+  EXPECT_EQ(held->read_line(scaled(5s)), std::optional<std::string>("write rejected lost=1"));
+  held->write_line("unlock");
+  EXPECT_EQ(held->read_line(scaled(5s)), std::optional<std::string>("unlock lock_lost"));
+  // The stale holder's release must not have freed the new holder's share.
+  auto third = contender();
+  EXPECT_FALSE(third.take(0ms));
+  other.give_back();
+  EXPECT_TRUE(third.take(scaled(2s)));
+  third.give_back();
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, FileFault, ::testing::Values("read", "write", "permit", "leader"),
+                         [](const auto& param_info) { return param_info.param; });
+
+}  // namespace
+}  // namespace dlock::test
