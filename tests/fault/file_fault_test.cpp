@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace dlock::test {
@@ -110,6 +111,45 @@ TEST_P(FileFault, AStoppedHolderLosesItsShareAtItsLeaseAndIsFencedOff) {
   other.give_back();
   EXPECT_TRUE(third.take(scaled(2s)));
   third.give_back();
+}
+
+// What `dlock status` shows: every kind held on file://, one line per
+// holder, and nothing once they are given back.
+TEST(FileStatus, ListsEveryKindHeld) {
+  TempDir dir;
+  const std::string url = "file://" + dir.path() + "/locks";
+  auto a = dlock::connect(url), b = dlock::connect(url);
+  auto mutex = a->mutex("status/mutex");
+  auto writer = a->shared_mutex("status/written");
+  auto reader = a->shared_mutex("status/read"), other_reader = b->shared_mutex("status/read");
+  auto semaphore = a->semaphore("status/permits", 3);
+  auto election = a->election("status/leader");
+  auto member = a->barrier("status/barrier", 1);
+  auto counter = a->counter("status/counter");
+  mutex.lock();
+  writer.lock();
+  reader.lock_shared();
+  other_reader.lock_shared();
+  semaphore.acquire();
+  semaphore.acquire();
+  election.campaign("the-leader");
+  member.arrive_and_wait();
+  counter.store(5);  // a value, not a holder: not listed
+  std::multiset<std::pair<std::string, std::string>> listed;
+  for (const auto& l : a->list_locks("status/")) listed.insert({l.name, l.kind});
+  const std::multiset<std::pair<std::string, std::string>> expected{
+      {"status/barrier", "member"}, {"status/leader", "leader"},  {"status/mutex", "mutex"},
+      {"status/permits", "permit"}, {"status/permits", "permit"}, {"status/read", "read"},
+      {"status/read", "read"},      {"status/written", "write"}};
+  EXPECT_EQ(listed, expected);
+  mutex.unlock();
+  writer.unlock();
+  reader.unlock_shared();
+  other_reader.unlock_shared();
+  semaphore.release(2);
+  election.resign();
+  member.leave();
+  EXPECT_TRUE(a->list_locks("status/").empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, FileFault, ::testing::Values("read", "write", "permit", "leader"),

@@ -45,6 +45,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -485,7 +486,7 @@ class FileBackend final : public Backend, public LockDriver {
 
   // The holders in one file, as `dlock status` shows them.
   Status list_file(const char* file, const std::string& name, FileKind kind, std::vector<LockInfo>& out) {
-    if (kind == FileKind::counter || kind == FileKind::barrier) return {};
+    if (kind == FileKind::counter) return {};
     int fd = ::openat(dir_.fd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return {};  // removed meanwhile
     Status s = take_guard(fd, false, dir_.op_timeout);
@@ -504,8 +505,9 @@ class FileBackend final : public Backend, public LockDriver {
       info.holder = prefix + "pid " + std::to_string(e.pid) + " owner " +
                     short_owner(std::string_view(e.owner, e.owner_len));
       info.token = e.token;
-      info.remaining =
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(e.expires_ns - now));
+      if (e.expires_ns != std::numeric_limits<std::int64_t>::max())  // barrier members have no lease
+        info.remaining =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(e.expires_ns - now));
       info.kind = std::move(what);
       out.push_back(std::move(info));
       return {};
@@ -519,12 +521,12 @@ class FileBackend final : public Backend, public LockDriver {
       if (!id) s = id.status();
       else s = show(record->holder, "leader", "'" + std::string(id->data, id->len) + "', ");
     }
-    if (s && (kind == FileKind::shared || kind == FileKind::permits)) {
+    if (s && (kind == FileKind::shared || kind == FileKind::permits || kind == FileKind::barrier)) {
       auto header = read_header(fd);
       auto entries = header ? read_entries(fd, header->used) : Result<std::vector<Entry>>(header.status());
       if (!entries) s = entries.status();
-      for (std::size_t i = 0; s && i < entries->size(); ++i)
-        s = show((*entries)[i], kind == FileKind::shared ? "read" : "permit", "");
+      const char* what = kind == FileKind::shared ? "read" : kind == FileKind::permits ? "permit" : "member";
+      for (std::size_t i = 0; s && i < entries->size(); ++i) s = show((*entries)[i], what, "");
     }
     guard.reset();
     ::close(fd);
