@@ -51,8 +51,10 @@
 //   <root>/<name>/<uuid>   one ephemeral node per member that is in
 //   <root>/<name>/ready    persistent; made by whoever sees `parties`
 //                          members in, deleted when the last one has left
-// Others refuse Client::barrier() with errc::unsupported. Names share one
-// space with Mutex, Latch and Counter: give them different names.
+// Names share one space there with Mutex, Latch and Counter: give them
+// different names. file:// (the file <name>.barrier: one entry per member
+// in, alive while its process is; a killed member stops counting at once).
+// Others refuse Client::barrier() with errc::unsupported.
 //
 // Thread-safety: a Barrier is one member: one call at a time (a second call
 // while one blocks is refused). Handles of the same Client may be used from

@@ -26,8 +26,10 @@
 // counter.
 //
 // Backends: zk:// (the node <root>/<name>, persistent, created on first
-// write). Others refuse Client::counter() with errc::unsupported. A Counter
-// and a Mutex of the same name use the same node: give them different names.
+// write; a Counter and a Mutex of the same name use the same node: give
+// them different names); file:// (the file <name>.count in the lock
+// directory, the value with its width, rewritten under a lock; the same
+// range rules). Others refuse Client::counter() with errc::unsupported.
 //
 // Thread-safety: a Counter may be used from any number of threads.
 //

@@ -9,8 +9,11 @@
 // ephemeral sequential node <root>/<name>/_c_<uuid>-latch-<seq> whose data
 // is its participant id; the lowest sequence leads, each other candidate
 // watches only the node just before its own. A Java service using a
-// LeaderLatch on the same path takes part in the same election. Backends
-// without elections refuse Client::election() with errc::unsupported.
+// LeaderLatch on the same path takes part in the same election. On file://
+// it is the file <name>.elect: the leader holds it as a Mutex holds its
+// lock (a killed leader is replaced at once), waiting candidates keep
+// their place in line with tickets. Backends without elections refuse
+// Client::election() with errc::unsupported.
 //
 // Losing leadership: when the leader's session is lost (per the zk://
 // lost_on policy) or its node is deleted by someone else, is_leader() turns

@@ -38,6 +38,10 @@
 // InterProcessSemaphoreMutex):
 //   <root>/<name>/locks/_c_<uuid>-lock-<seq>    a mutex serialising takers
 //   <root>/<name>/leases/_c_<uuid>-lease-<seq>  one ephemeral node per permit
+// file:// (one entry per permit out in the file <name>.permits, kept by the
+// holder's lease and a kernel lock, so a dead holder's permit is back at
+// once; the store records the first `permits` declared for the name and
+// refuses a handle with another with invalid_argument naming both).
 // Others refuse Client::semaphore() with errc::unsupported.
 //
 // Thread-safety: a Semaphore may be used from any number of threads.

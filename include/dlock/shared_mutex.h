@@ -12,7 +12,9 @@
 // A SharedMutex and a Mutex of the same name are different locks. On
 // zk:// it is Apache Curator's InterProcessReadWriteLock (nodes __READ__ and
 // __WRIT__ in one sequence under the lock's node), so Java services using
-// Curator on the same path share it. Backends without it refuse
+// Curator on the same path share it. On file:// it is the file <name>.rw,
+// OFD read/write byte locks and a lease per holder; a writer that waits
+// holds later readers back. Backends without it refuse
 // Client::shared_mutex() with errc::unsupported.
 //
 // Fencing: token() is the token of the calling thread's hold; tokens grow in the order holds were queued. Readers hold
