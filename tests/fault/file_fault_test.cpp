@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 
 namespace dlock::test {
 namespace {
@@ -111,6 +112,66 @@ TEST_P(FileFault, AStoppedHolderLosesItsShareAtItsLeaseAndIsFencedOff) {
   other.give_back();
   EXPECT_TRUE(third.take(scaled(2s)));
   third.give_back();
+}
+
+// A waiter that is stopped keeps its byte locks (the kernel drops them only
+// when it dies) but not its hold on others: a writer waiting holds later
+// readers back, and a candidate in line holds back those behind it, only
+// while they keep retrying.
+class StoppedWaiter : public ::testing::Test {
+ protected:
+  std::string url() const { return "file://" + dir_.path() + "/locks"; }
+  std::unique_ptr<ChildProcess> waiting(const std::string& name, const std::string& kind) const {
+    return std::make_unique<ChildProcess>(std::vector<std::string>{
+        DLOCK_TEST_WORKER, "hold", url(), name, "30000", "watchdog", dir_.path() + "/resource", kind});
+  }
+  TempDir dir_;
+};
+
+TEST_F(StoppedWaiter, AStoppedWaitingWriterStopsHoldingReadersBack) {
+  FencedResource resource(dir_.path() + "/resource", true);
+  auto a = dlock::connect(url()), b = dlock::connect(url());
+  auto first = a->shared_mutex("rw");
+  first.lock_shared();
+  auto writer = waiting("rw", "write");
+  auto late = b->shared_mutex("rw");
+  ASSERT_TRUE(eventually(
+      [&] {
+        if (!late.try_lock_shared()) return true;
+        late.unlock_shared();
+        return false;
+      },
+      scaled(5s)))
+      << "the waiting writer never held a later reader back";
+  writer->signal(SIGSTOP);
+  const auto stopped = steady::now();
+  ASSERT_TRUE(late.try_lock_shared_for(scaled(10s))) << "a stopped waiting writer kept readers out for good";
+  EXPECT_GE(steady::now() - stopped, 1s) << "readers got past a writer that was still waiting";
+  late.unlock_shared();
+  first.unlock_shared();
+  writer->signal(SIGCONT);
+  EXPECT_TRUE(writer->read_line(scaled(10s)).value_or("").starts_with("acquired ")) << "the writer never got in";
+}
+
+TEST_F(StoppedWaiter, AStoppedCandidateInLineStopsHoldingTheNextBack) {
+  FencedResource resource(dir_.path() + "/resource", true);
+  auto a = dlock::connect(url()), b = dlock::connect(url());
+  auto leader = a->election("jobs");
+  leader.campaign("first");
+  auto queued = waiting("jobs", "leader");
+  std::this_thread::sleep_for(scaled(500ms));  // it waits in line
+  queued->signal(SIGSTOP);
+  leader.resign();
+  // First in line now, but stopped: it does not lead, and once its place
+  // lapses the next candidate does.
+  auto next = b->election("jobs");
+  const auto resigned = steady::now();
+  ASSERT_TRUE(next.campaign_for(scaled(10s), "next")) << "a stopped candidate in line kept everyone behind it out";
+  EXPECT_GE(steady::now() - resigned, 500ms) << "the candidate behind a live one in line overtook it";
+  EXPECT_EQ(leader.leader(), "next");
+  next.resign();
+  queued->signal(SIGCONT);
+  EXPECT_TRUE(queued->read_line(scaled(10s)).value_or("").starts_with("acquired ")) << "the candidate never led";
 }
 
 // What `dlock status` shows: every kind held on file://, one line per

@@ -16,7 +16,9 @@
 //                          it: readers that come after a waiting writer
 //                          queue behind it, so a stream of overlapping
 //                          readers can't starve writers (readers that hold
-//                          already finish; the writer goes next).
+//                          already finish; the writer goes next). It counts
+//                          while the writer retries (writer_waiting_until):
+//                          a stopped waiting writer can't block readers.
 //   Semaphore    .permits  one entry slot per permit out; the header keeps
 //                          the count first declared (Backend::supports_permits:
 //                          core makes the Semaphore of these grants)
@@ -25,6 +27,8 @@
 //                          ticket (header) and write-locks byte queue_base +
 //                          ticket while it waits; the lowest live ticket goes
 //                          next, so candidates lead in the order they queued.
+//                          A place counts while its candidate retries (the
+//                          slot's waiting_until): a stopped one holds no one.
 // A holder's liveness lock is on its grant's descriptor, so a dead holder's
 // share is free the moment the kernel closes it.
 #include "backends/file/barrier.h"
@@ -299,33 +303,44 @@ class FileBackend final : public Backend, public LockDriver {
     const std::int64_t now = monotonic_ns();
     auto held = entry_held(fd, record->holder, now);
     if (!held) return held.status();
-    if (*held) return Attempt(Busy{expires_at(sent, record->holder.expires_ns, now)});
+    std::optional<Busy> busy;
+    if (*held) busy = Busy{expires_at(sent, record->holder.expires_ns, now)};
     if (request.kind == LockKind::write) {
-      // Readers holding their shares keep a writer out until the first ends.
       auto header = read_header(fd);
       if (!header) return header.status();
-      auto readers = read_entries(fd, header->used);
-      if (!readers) return readers.status();
-      std::optional<std::int64_t> first_end;
-      for (const auto& r : *readers) {
-        auto alive = entry_held(fd, r, now);
-        if (!alive) return alive.status();
-        if (*alive) first_end = std::min(first_end.value_or(r.expires_ns), r.expires_ns);
+      // Readers holding their shares keep a writer out until the first ends.
+      if (!busy) {
+        auto readers = read_entries(fd, header->used);
+        if (!readers) return readers.status();
+        std::optional<std::int64_t> first_end;
+        for (const auto& r : *readers) {
+          auto alive = entry_held(fd, r, now);
+          if (!alive) return alive.status();
+          if (*alive) first_end = std::min(first_end.value_or(r.expires_ns), r.expires_ns);
+        }
+        if (first_end) busy = Busy{expires_at(sent, *first_end, now)};
       }
-      if (first_end) return Attempt(Busy{expires_at(sent, *first_end, now)});
+      // A writer that waits keeps later readers out for as long as it retries.
+      if (busy) {
+        header->writer_waiting_until = now + waiting_lease_ns;
+        if (Status s = write_header(fd, *header, false); !s) return s;
+      }
     }
     if (request.kind == LockKind::latch) {
-      // Candidates ahead in line (or any in line, for one that has no place) go first.
       auto header = read_header(fd);
       if (!header) return header.status();
       const std::uint64_t ticket = ticket_of(request);
-      const std::uint64_t before = ticket ? ticket : header->last_ticket + 1;
-      if (before > 1) {
-        auto ahead = range_locked(fd, queue_base + 1, static_cast<std::int64_t>(before - 1));
+      if (ticket) {
+        if (Status s = renew_place(fd, ticket); !s) return s;
+      }
+      // Candidates ahead in line (or any in line, for one that has no place) go first.
+      if (!busy) {
+        auto ahead = first_in_line(fd, ticket ? ticket : header->last_ticket + 1, now);
         if (!ahead) return ahead.status();
-        if (*ahead) return Attempt(Busy{});
+        if (*ahead) busy = Busy{};
       }
     }
+    if (busy) return Attempt(*busy);
     const std::uint64_t token = record->last_token + 1;
     if (Status s = take_liveness(fd, token); !s) return s;
     record->last_token = token;
@@ -361,9 +376,12 @@ class FileBackend final : public Backend, public LockDriver {
       auto writing = entry_held(fd, record->holder, now);
       if (!writing) return writing.status();
       if (*writing) return Attempt(Busy{expires_at(sent, record->holder.expires_ns, now)});
-      auto writer_queued = range_locked(fd, writer_waiting, 1);
-      if (!writer_queued) return writer_queued.status();
-      if (*writer_queued) return Attempt(Busy{});
+      // A writer waits (and has retried lately: a stopped one stops counting).
+      if (header->writer_waiting_until > now) {
+        auto writer_queued = range_locked(fd, writer_waiting, 1);
+        if (!writer_queued) return writer_queued.status();
+        if (*writer_queued) return Attempt(Busy{expires_at(sent, header->writer_waiting_until, now)});
+      }
     }
     auto entries = read_entries(fd, header->used);
     if (!entries) return entries.status();
@@ -439,6 +457,42 @@ class FileBackend final : public Backend, public LockDriver {
     return out;
   }
 
+  // A queued candidate retried: its place counts for waiting_lease_ns more.
+  Status renew_place(int fd, std::uint64_t ticket) {
+    const std::int64_t at = candidate_id_offset(ticket);
+    auto slot = read_id(fd, at);
+    if (!slot) return slot.status();
+    return slot->ticket == ticket ? renew_id(fd, at) : Status{};
+  }
+
+  // The lowest ticket below `before` whose candidate waits: its byte locked
+  // and its place renewed lately (a candidate whose slot was reused by a
+  // later ticket counts too). nullopt if nobody is in line before it.
+  Result<std::optional<std::uint64_t>> first_in_line(int fd, std::uint64_t before, std::int64_t now) {
+    auto locked = [&](std::uint64_t a, std::uint64_t b) {
+      return range_locked(fd, queue_base + static_cast<std::int64_t>(a), static_cast<std::int64_t>(b - a));
+    };
+    for (std::uint64_t from = 1; from < before;) {
+      auto any = locked(from, before);
+      if (!any) return any.status();
+      if (!*any) break;
+      // The lowest locked byte in [lo, hi), by halving the range that has one.
+      std::uint64_t lo = from, hi = before;
+      while (hi - lo > 1) {
+        const std::uint64_t mid = lo + (hi - lo) / 2;
+        auto below = locked(lo, mid);
+        if (!below) return below.status();
+        if (*below) hi = mid;
+        else lo = mid;
+      }
+      auto slot = read_id(fd, candidate_id_offset(lo));
+      if (!slot) return slot.status();
+      if (slot->ticket != lo || slot->waiting_until > now) return std::optional<std::uint64_t>(lo);
+      from = lo + 1;  // a stopped candidate: it holds nobody back
+    }
+    return std::optional<std::uint64_t>();
+  }
+
   std::uint64_t ticket_of(const LockRequest& request) const {
     std::lock_guard lk(mu_);
     auto it = tickets_.find(std::make_tuple(request.owner, request.name));
@@ -462,25 +516,12 @@ class FileBackend final : public Backend, public LockDriver {
     }
     auto header = read_header(fd);
     if (!header) return header.status();
-    // The lowest locked ticket byte, by halving the range that has one.
-    std::uint64_t lo = 1, hi = header->last_ticket + 1;  // [lo, hi)
-    auto any = [&](std::uint64_t a, std::uint64_t b) {
-      return range_locked(fd, queue_base + static_cast<std::int64_t>(a), static_cast<std::int64_t>(b - a));
-    };
-    if (lo >= hi) return {};
-    auto found = any(lo, hi);
-    if (!found) return found.status();
-    if (!*found) return {};
-    while (hi - lo > 1) {
-      const std::uint64_t mid = lo + (hi - lo) / 2;
-      auto below = any(lo, mid);
-      if (!below) return below.status();
-      if (*below) hi = mid;
-      else lo = mid;
-    }
-    auto id = read_id(fd, candidate_id_offset(lo));
+    auto first = first_in_line(fd, header->last_ticket + 1, now);
+    if (!first) return first.status();
+    if (!*first) return {};
+    auto id = read_id(fd, candidate_id_offset(**first));
     if (!id) return id.status();
-    if (id->ticket == lo) leader = std::string(id->data, id->len);
+    if (id->ticket == **first) leader = std::string(id->data, id->len);
     return {};
   }
 

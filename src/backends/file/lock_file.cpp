@@ -154,10 +154,17 @@ Result<IdSlot> read_id(int fd, std::int64_t offset) {
 Status write_id(int fd, std::int64_t offset, std::uint64_t ticket, std::string_view id, bool sync) {
   IdSlot slot{};
   slot.ticket = ticket;
+  slot.waiting_until = monotonic_ns() + waiting_lease_ns;
   slot.len = static_cast<std::uint32_t>(std::min(id.size(), sizeof slot.data));
   std::memcpy(slot.data, id.data(), slot.len);
   // Only the bytes in use: the rest of the slot is never read.
   return write_at(fd, &slot, offsetof(IdSlot, data) + slot.len, offset, sync, "writing an election id");
+}
+
+Status renew_id(int fd, std::int64_t offset) {
+  const std::int64_t until = monotonic_ns() + waiting_lease_ns;
+  return write_at(fd, &until, sizeof until, offset + static_cast<std::int64_t>(offsetof(IdSlot, waiting_until)), false,
+                  "renewing an election candidate's place");
 }
 
 std::int64_t candidate_id_offset(std::uint64_t ticket) {

@@ -64,7 +64,16 @@ struct Header {
   std::uint32_t opened;       // a Barrier's: the current round is open
   std::uint32_t reserved;
   std::uint64_t last_ticket;  // an Election's: highest ticket given to a candidate
+  // A SharedMutex's: until when (CLOCK_MONOTONIC ns) the byte writer_waiting
+  // counts; every waiting writer pushes it on at each retry.
+  std::int64_t writer_waiting_until;
 };
+
+// How long a waiter's place (a writer waiting, a candidate's ticket) counts
+// after the waiter last retried. Core's acquire loop retries at least every
+// 500 ms while it waits, so a live waiter always renews in time; a stopped
+// one (SIGSTOP) keeps its byte lock but stops holding the others back.
+inline constexpr std::int64_t waiting_lease_ns = 2'000'000'000;
 
 // An Election's participant id: the leader's, and each queued candidate's.
 inline constexpr std::size_t max_id_bytes = 1024;
@@ -72,6 +81,7 @@ struct IdSlot {
   std::uint64_t ticket;  // the candidate's ticket (the leader's: its token)
   std::uint32_t len;
   std::uint32_t reserved;
+  std::int64_t waiting_until;  // a candidate's place counts until then (waiting_lease_ns)
   char data[max_id_bytes];
 };
 
@@ -129,6 +139,8 @@ Status write_entry(int fd, std::int64_t offset, const Entry& entry, bool sync);
 // An id slot (zeros past the end of the file).
 Result<IdSlot> read_id(int fd, std::int64_t offset);
 Status write_id(int fd, std::int64_t offset, std::uint64_t ticket, std::string_view id, bool sync);
+// Pushes a queued candidate's waiting_until on to now + waiting_lease_ns.
+Status renew_id(int fd, std::int64_t offset);
 std::int64_t candidate_id_offset(std::uint64_t ticket);
 // A counter; nullopt if none was written yet.
 Result<std::optional<CountRecord>> read_count(int fd);
