@@ -6,7 +6,7 @@
 #   2. the unit, conformance and fault tests (every backend, worker processes
 #      and killed/stopped/restarted servers included) under AddressSanitizer +
 #      UndefinedBehaviorSanitizer;
-#   3. the same under ThreadSanitizer, but for the 10,000-lock renewal test
+#   3. the same under ThreadSanitizer, but for the 10,000-lock and -permit renewal tests
 #      (its bound on batches per period assumes an uninstrumented client);
 #   4. the fuzzers (libFuzzer, clang, ASan + UBSan): URL, duration and name
 #      parsing, 20 s each from the committed seed corpus.

@@ -51,10 +51,14 @@
 //   <root>/<name>/<uuid>   one ephemeral node per member that is in
 //   <root>/<name>/ready    persistent; made by whoever sees `parties`
 //                          members in, deleted when the last one has left
-// Names share one space there with Mutex, Latch and Counter: give them
-// different names. file:// (the file <name>.barrier: one entry per member
-// in, alive while its process is; a killed member stops counting at once).
-// Others refuse Client::barrier() with errc::unsupported.
+// redis:// (keys under the name's hash tag, see docs/backends.md): members
+// are leased entries, renewed with the client's locks; the member that
+// fills the barrier opens it and wakes every waiting member with one
+// message each; the last live member out deletes the round.
+// file:// (the file <name>.barrier: one entry per member in, alive while
+// its process is; a killed member stops counting at once).
+// Others refuse Client::barrier() with errc::unsupported. Names share one
+// space with Mutex, Latch and Counter on zk://: give them different names.
 //
 // Thread-safety: a Barrier is one member: one call at a time (a second call
 // while one blocks is refused). Handles of the same Client may be used from

@@ -27,9 +27,11 @@
 //
 // Backends: zk:// (the node <root>/<name>, persistent, created on first
 // write; a Counter and a Mutex of the same name use the same node: give
-// them different names); file:// (the file <name>.count in the lock
-// directory, the value with its width, rewritten under a lock; the same
-// range rules). Others refuse Client::counter() with errc::unsupported.
+// them different names); redis:// (a hash {value, width} under the name's
+// hash tag, the server's own 64-bit arithmetic; the width is kept as on
+// zk://); file:// (the file <name>.count in the lock directory, the value
+// with its width, rewritten under a lock; the same range rules). Others
+// refuse Client::counter() with errc::unsupported.
 //
 // Thread-safety: a Counter may be used from any number of threads.
 //

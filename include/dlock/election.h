@@ -9,10 +9,14 @@
 // ephemeral sequential node <root>/<name>/_c_<uuid>-latch-<seq> whose data
 // is its participant id; the lowest sequence leads, each other candidate
 // watches only the node just before its own. A Java service using a
-// LeaderLatch on the same path takes part in the same election. On file://
-// it is the file <name>.elect: the leader holds it as a Mutex holds its
-// lock (a killed leader is replaced at once), waiting candidates keep
-// their place in line with tickets. Backends without elections refuse
+// LeaderLatch on the same path takes part in the same election. On
+// redis:// the leader holds a leased lock whose hash keeps its id;
+// candidates queue FIFO (the next in line is woken when the leader
+// resigns) and observers are told by the next leader's takeover, so a
+// handoff is seen as one change. A leader that dies is replaced after its
+// lease (options.lease). On file:// it is the file <name>.elect: the leader
+// holds it as a Mutex holds its lock (a killed leader is replaced at once),
+// waiting candidates keep their place in line with tickets. Backends without elections refuse
 // Client::election() with errc::unsupported.
 //
 // Losing leadership: when the leader's session is lost (per the zk://

@@ -21,8 +21,10 @@
 // Backends: zk:// (the node <root>/<name> holds the remaining count in
 // Apache Curator SharedCount's encoding, a 4-byte big-endian int; names
 // share one space with Mutex and Counter: give them different names);
-// file:// (the remaining count is the Counter of the same name, waiters
-// woken by inotify). Others refuse Client::latch() with errc::unsupported.
+// redis:// (a hash under the name's hash tag; reaching 0 sends one message
+// to each waiter); file:// (the remaining count is the Counter of the same
+// name, waiters woken by inotify). Others refuse Client::latch() with
+// errc::unsupported.
 //
 // Thread-safety: a Latch may be used from any number of threads.
 //

@@ -66,10 +66,20 @@ struct MutexOptions {
   // false: locking it again from the holding thread throws would_deadlock.
   bool reentrant = true;
   // true: waiters get the lock in the order they started waiting (FIFO), on
-  // backends that keep a queue (redis); a newcomer never barges past them.
+  // backends that keep a queue (redis); a newcomer never barges past them,
+  // and each release hands the lock to the next waiter directly.
   // false: any waiter may win a release (faster under contention).
   // Backends without a queue refuse true with errc::unsupported.
   bool fair = false;
+  // Not fair: a waiter that has waited this long goes before any newcomer,
+  // and a release hands the lock straight to it (its wake-up carries the
+  // lock: no extra round trip); until then any contender may win a
+  // release. So no waiter waits much longer than this plus the holds
+  // queued before it (Go's sync.Mutex starvation mode, across processes).
+  // 0: always in order, as `fair`. Must be 0..1h. Backends that keep a
+  // queue honour it (redis; zk is always in order); the others serve
+  // waiters as their store does (docs/backends.md says how).
+  std::chrono::milliseconds max_barging_wait{1};
 };
 
 }  // namespace dlock

@@ -24,9 +24,12 @@
 // its session was lost (zk://: per the URL's lost_on policy), lost() turns
 // true and stop_token() is signalled; release() then reports lock_lost.
 //
-// Permits: every handle on one name must use the same `permits` (as with
-// Apache Curator's InterProcessSemaphoreV2, nothing in the store records
-// it; a handle enforces its own number).
+// Permits: every handle on one name must use the same `permits`. On zk://
+// (as with Apache Curator's InterProcessSemaphoreV2) nothing in the store
+// records it, a handle enforces its own number; on redis:// the store
+// records the first count declared while any permit of the name is out
+// or its last token is kept, and an acquire declaring another count fails
+// with invalid_argument naming both.
 //
 // Errors: invalid_argument for a bad name, permits < 1 or above int32, or
 // release(n) with n < 1; not_owner for release(n) of more permits than the
@@ -38,6 +41,9 @@
 // InterProcessSemaphoreMutex):
 //   <root>/<name>/locks/_c_<uuid>-lock-<seq>    a mutex serialising takers
 //   <root>/<name>/leases/_c_<uuid>-lease-<seq>  one ephemeral node per permit
+// redis://: each permit is a leased entry (options.lease, renewed with the
+// client's locks), so a dead holder's permit comes back after its lease;
+// a release wakes one queued waiter per free permit.
 // file:// (one entry per permit out in the file <name>.permits, kept by the
 // holder's lease and a kernel lock, so a dead holder's permit is back at
 // once; the store records the first `permits` declared for the name and

@@ -5,21 +5,29 @@
 // so std::unique_lock (write) and std::shared_lock (read) work with it.
 // Waiters are served in arrival order: a reader that arrives after a
 // waiting writer waits for that writer (writers do not starve). Each hold
-// — write or read — is reentrant per thread like Mutex's; a thread holding
-// the write lock may also take it shared (then release both), but a thread
-// holding it shared cannot upgrade: lock() then throws would_deadlock.
+// — write or read — is reentrant per thread like Mutex's. A thread holding
+// it shared cannot upgrade: lock() then throws would_deadlock. A thread
+// holding the write lock may take it shared too on redis:// (a downgrade:
+// release the write lock and keep reading, with no writer in between); on
+// other stores lock_shared() then throws would_deadlock.
 //
 // A SharedMutex and a Mutex of the same name are different locks. On
 // zk:// it is Apache Curator's InterProcessReadWriteLock (nodes __READ__ and
 // __WRIT__ in one sequence under the lock's node), so Java services using
-// Curator on the same path share it. On file:// it is the file <name>.rw,
+// Curator on the same path share it. On redis:// the writer, the readers
+// (leased entries) and one FIFO queue of waiters live under the name's hash
+// tag; a writer's release wakes the readers queued before the next writer
+// (one message each) or that writer. On file:// it is the file <name>.rw,
 // OFD read/write byte locks and a lease per holder; a writer that waits
 // holds later readers back. Backends without it refuse
 // Client::shared_mutex() with errc::unsupported.
 //
-// Fencing: token() is the token of the calling thread's hold; tokens grow in the order holds were queued. Readers hold
-// concurrently, so a resource fenced by tokens should accept a reader's
-// token only for reads. Lease loss, lost() and stop_token() are as for Mutex.
+// Fencing: token() is the token of the calling thread's hold. Every hold,
+// read or write, takes the next token of the name, so a writer's token is
+// greater than that of every hold granted before it; a reader's token is
+// greater than every earlier writer's. Readers hold concurrently, so a
+// resource fenced by tokens should accept a reader's token only for reads.
+// Lease loss, lost() and stop_token() are as for Mutex.
 //
 // Thread-safety, blocking and timeouts: as Mutex.
 //

@@ -54,6 +54,8 @@ Result<std::optional<Grant>> acquire(LockDriver& driver, const LockRequest& requ
       wake = std::min(wake, now + notification_safety_net);
       if (Status s = waiter->wait_until(wake); !s) return s;
       if (steady::now() < wake) wakeups.fetch_add(1, std::memory_order_relaxed);
+      // Handed to us by the release itself: no attempt needed.
+      if (auto grant = waiter->take_grant()) return std::optional<Grant>(std::move(*grant));
     } else {
       wake = std::min(wake, now + backoff.next());
       std::this_thread::sleep_until(wake);

@@ -73,8 +73,9 @@ Latch Client::latch(std::string name, std::int64_t count) {
   auto* latches = state_->backend().latches();
   require(*state_, latches != nullptr, "latch", "latch");
   check_name(*state_, name);
-  if (count < 0)
-    throw Error(errc::invalid_argument, "latch '" + name + "': count must be >= 0, not " + std::to_string(count));
+  if (count < 0 || count > std::numeric_limits<std::int32_t>::max())
+    throw Error(errc::invalid_argument, "latch '" + name + "': count must be in 0..2147483647 (int32), not " +
+                                            std::to_string(count));
   // The first client to open it sets its count.
   (void)latches->read(name, count, false, detail::steady::now() + state_->options().op_timeout).value();
   return Latch(state_, std::move(name), count);

@@ -44,10 +44,11 @@ Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const 
   // found here stays ours; check_lost() may run stop callbacks, which may
   // call back into the client, so no lock is held around it.
   // Reading and writing one SharedMutex in one thread would wait for
-  // itself (as with std::shared_mutex).
+  // itself (as with std::shared_mutex), but for a writer that reads too
+  // where the store allows it (a downgrade).
   if (kind == LockKind::read || kind == LockKind::write) {
     const bool reading = kind == LockKind::read;
-    if (find(name, reading ? LockKind::write : LockKind::read))
+    if (!(reading && backend_->supports_downgrade()) && find(name, reading ? LockKind::write : LockKind::read))
       return Result<bool>(errc::would_deadlock,
                           "lock '" + name + "': this thread holds it " + (reading ? "exclusively" : "shared") +
                               "; taking it " + (reading ? "shared" : "exclusively") +
@@ -65,6 +66,7 @@ Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const 
   }
   LockRequest request{name, owner_for_this_thread(), options.lease, options.lease_mode, options.fair, kind,
                       std::move(data)};
+  request.max_barging_wait = options.max_barging_wait;
   auto got = take(request, deadline);
   if (!got) return got.status();
   if (!*got) return false;
@@ -105,7 +107,12 @@ std::shared_ptr<Hold> ClientState::keep(LockRequest request, Grant grant, const 
   hold->grant = std::move(grant);
   hold->token = hold->grant.token;
   hold->renew_every = renew_interval(options);
-  hold->next_renewal = steady::now() + hold->renew_every;
+  // A grant shorter than the lease (a handover's first lease, a slow answer)
+  // is renewed early: with a third of its validity left at the latest.
+  const auto now = steady::now();
+  hold->next_renewal = now + hold->renew_every;
+  if (hold->grant.valid_until != steady::time_point::max())
+    hold->next_renewal = std::min(hold->next_renewal, now + (hold->grant.valid_until - now) * 2 / 3);
   hold->set_lease_end(hold->grant.valid_until);
   hold->lost_counter = &leases_lost_;
   hold->events = &backend_->events();

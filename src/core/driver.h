@@ -69,6 +69,9 @@ struct LockRequest {
   // store keeps the first declaration; a different one is refused with
   // invalid_argument naming both counts. `owner` is then unique per permit.
   std::int32_t permits = 0;
+  // Not fair: a waiter that has waited this long is served before newcomers
+  // (MutexOptions::max_barging_wait; 0 = as fair).
+  std::chrono::milliseconds max_barging_wait{1};
 };
 
 // Backend state a grant needs later (an open descriptor, a row id, ...).
@@ -108,6 +111,12 @@ class Waiter {
   virtual ~Waiter() = default;
   // Blocks until notified or `until`. Spurious wake-ups are allowed.
   virtual Status wait_until(steady::time_point until) = 0;
+  // After a wait: the lock if the store handed it to this waiter while it
+  // waited (a release that gives the lock straight to the next in line),
+  // with the token and a validity computed as conservatively as a
+  // try_acquire's. nullopt: try again as usual. A grant not taken is
+  // released by the Waiter when it goes.
+  virtual std::optional<Grant> take_grant() { return std::nullopt; }
 };
 
 // One lease to renew in a batch; the backend fills `outcome`.
@@ -174,6 +183,10 @@ class Backend {
   virtual bool supports_fair() const { return false; }
   // Whether its LockDriver takes LockKind::write and LockKind::read (SharedMutex).
   virtual bool supports_shared() const { return false; }
+  // Whether a thread holding a SharedMutex's write lock may also take its
+  // read lock (the store grants a read to the writer's own owner), keeping
+  // it after the write lock is released (a downgrade).
+  virtual bool supports_downgrade() const { return false; }
   // Whether its LockDriver takes LockKind::latch and answers holder() (Election).
   virtual bool supports_election() const { return false; }
   // Whether its LockDriver takes LockKind::permit: try_acquire grants while

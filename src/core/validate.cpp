@@ -62,6 +62,8 @@ Status validate(const MutexOptions& o) {
                    " must be shorter than the lease (" + ms(o.lease) + ")");
   if (o.lease_mode == LeaseMode::watchdog && renew_interval(o) < std::chrono::milliseconds(1))
     return invalid("MutexOptions::lease: " + ms(o.lease) + " is too short for watchdog renewal (need >= 3ms)");
+  if (o.max_barging_wait < std::chrono::milliseconds::zero() || o.max_barging_wait > std::chrono::hours(1))
+    return invalid("MutexOptions::max_barging_wait: must be in 0..1h (got " + ms(o.max_barging_wait) + ")");
   return {};
 }
 

@@ -359,30 +359,37 @@ TEST_F(Cli, PermitsAreRefusedWhereThereAreNoSemaphores) {
   EXPECT_EQ(dlock({"run", "--backend", sqlite, "--permits", "2", "crawl", "--", "/bin/true"}).first, 64);
 }
 
-// The stores --elect and --permits work on: the embedded default (no
-// server at all), and zk:// where it is built.
-class ElectAndPermits : public Cli, public ::testing::WithParamInterface<std::string> {
+// The stores that have elections and semaphores, for `dlock run --elect`
+// and `--permits`: the embedded default (no server at all), and redis://
+// and zk:// where they are built.
+class CliCoordination : public Cli, public ::testing::WithParamInterface<std::string> {
  protected:
+  // A fresh namespace on the store; a lease-based store's leases are short,
+  // so a killed run's place is free within the tests' bounds.
   std::string backend() const {
     if (GetParam() == "file") return url();
+    if (GetParam() == "redis") return server_url("redis") + "/0?prefix=" + unique_prefix(dir_.path());
     return server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
   }
+  // How long a dead run's place may stay taken: the session, or the lease
+  // given with --lease 2s (on file://, none: the kernel frees it).
+  static constexpr std::chrono::milliseconds place_lifetime{2'000};
 };
 
-std::vector<std::string> elect_and_permit_stores() {
+std::vector<std::string> coordination_stores() {
   std::vector<std::string> out{"file"};
+#ifdef DLOCK_WITH_REDIS
+  out.push_back("redis");
+#endif
 #ifdef DLOCK_WITH_ZOOKEEPER
   out.push_back("zookeeper");
 #endif
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, ElectAndPermits, ::testing::ValuesIn(elect_and_permit_stores()),
-                         [](const auto& param_info) { return param_info.param; });
-
 // Candidates that run CMD only while they lead: never two CMDs at once, and
 // every one runs (each resigns when its CMD ends).
-TEST_P(ElectAndPermits, ElectedRunsNeverOverlap) {
+TEST_P(CliCoordination, ElectedRunsNeverOverlap) {
   const std::string backend = this->backend();
   const std::string counter = dir_.path() + "/counter", busy = dir_.path() + "/busy",
                     overlaps = dir_.path() + "/overlaps";
@@ -393,7 +400,7 @@ TEST_P(ElectAndPermits, ElectedRunsNeverOverlap) {
   std::vector<std::unique_ptr<ChildProcess>> runs;
   for (int i = 0; i < 6; ++i)
     runs.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
-        DLOCK_TOOL, "run", "--backend", backend, "--elect", "--id", "run-" + std::to_string(i), "jobs/leader", "--",
+        DLOCK_TOOL, "run", "--backend", backend, "--lease", "2s", "--elect", "--id", "run-" + std::to_string(i), "jobs/leader", "--",
         "/bin/sh", "-c", script}));
   for (auto& r : runs) EXPECT_EQ(r->wait(scaled(60s)), std::optional<int>(0));
   std::ifstream in(counter);
@@ -405,7 +412,7 @@ TEST_P(ElectAndPermits, ElectedRunsNeverOverlap) {
 
 // --permits 2: never more than two commands at once, and two do run at
 // once; every one runs.
-TEST_P(ElectAndPermits, PermittedRunsNeverExceedTheirPermits) {
+TEST_P(CliCoordination, PermittedRunsNeverExceedTheirPermits) {
   const std::string backend = this->backend();
   const std::string inside = dir_.path() + "/inside", seen = dir_.path() + "/seen";
   ASSERT_EQ(::mkdir(inside.c_str(), 0700), 0);
@@ -415,7 +422,7 @@ TEST_P(ElectAndPermits, PermittedRunsNeverExceedTheirPermits) {
   std::vector<std::unique_ptr<ChildProcess>> runs;
   for (int i = 0; i < 6; ++i)
     runs.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
-        DLOCK_TOOL, "run", "--backend", backend, "--permits", "2", "jobs/crawl", "--", "/bin/sh", "-c", script}));
+        DLOCK_TOOL, "run", "--backend", backend, "--lease", "2s", "--permits", "2", "jobs/crawl", "--", "/bin/sh", "-c", script}));
   for (auto& r : runs) EXPECT_EQ(r->wait(scaled(60s)), std::optional<int>(0));
   std::ifstream in(seen);
   std::vector<int> counts;
@@ -425,11 +432,12 @@ TEST_P(ElectAndPermits, PermittedRunsNeverExceedTheirPermits) {
 }
 
 // Observers see the running leader's --id; a killed leader's place is free
-// within the session timeout (on file://, at once: the kernel drops its
-// locks, and the command it ran holds none of its descriptors).
-TEST_P(ElectAndPermits, ElectedRunIsSeenAsLeaderUntilItDies) {
+// within the session timeout (zk) or the lease (redis); on file://, at once
+// (the kernel drops its locks, and the command it ran holds none of its
+// descriptors).
+TEST_P(CliCoordination, ElectedRunIsSeenAsLeaderUntilItDies) {
   const std::string backend = this->backend();
-  ChildProcess run({DLOCK_TOOL, "run", "--backend", backend, "--elect", "--id", "worker-1", "jobs/leader", "--",
+  ChildProcess run({DLOCK_TOOL, "run", "--backend", backend, "--lease", "2s", "--elect", "--id", "worker-1", "jobs/leader", "--",
                     "/bin/sh", "-c", "echo \"$DLOCK_TOKEN\"; exec sleep 30"});
   auto line = run.read_line(scaled(10s));
   ASSERT_TRUE(line);
@@ -440,7 +448,7 @@ TEST_P(ElectAndPermits, ElectedRunIsSeenAsLeaderUntilItDies) {
   run.signal(SIGKILL);
   ASSERT_TRUE(run.wait(scaled(5s)));
   const auto killed = std::chrono::steady_clock::now();
-  const auto gone = election.wait_leader_change_for("worker-1", observer->session_timeout().value_or(0ms) + scaled(10s));
+  const auto gone = election.wait_leader_change_for("worker-1", place_lifetime + scaled(10s));
   EXPECT_EQ(gone, std::nullopt) << "a killed leader still leads";
   if (GetParam() == "file") {
     EXPECT_LT(std::chrono::steady_clock::now() - killed, scaled(300ms)) << "a killed leader was not replaced at once";
@@ -449,11 +457,11 @@ TEST_P(ElectAndPermits, ElectedRunIsSeenAsLeaderUntilItDies) {
 
 // A killed `dlock run --permits`'s permit is free at once on file:// (its
 // command, still running, holds nothing that keeps it); within the session
-// timeout on zk://.
-TEST_P(ElectAndPermits, KilledPermitHolderFreesItsPermit) {
+// timeout (zk) or the lease (redis) elsewhere.
+TEST_P(CliCoordination, KilledPermitHolderFreesItsPermit) {
   const std::string backend = this->backend();
-  ChildProcess run({DLOCK_TOOL, "run", "--backend", backend, "--permits", "1", "jobs/one", "--", "/bin/sh", "-c",
-                    "echo started; exec sleep 30"});
+  ChildProcess run({DLOCK_TOOL, "run", "--backend", backend, "--lease", "2s", "--permits", "1", "jobs/one", "--",
+                    "/bin/sh", "-c", "echo started; exec sleep 30"});
   ASSERT_EQ(run.read_line(scaled(10s)), "started");
   auto observer = dlock::connect(backend);
   auto semaphore = observer->semaphore("jobs/one", 1);
@@ -462,13 +470,15 @@ TEST_P(ElectAndPermits, KilledPermitHolderFreesItsPermit) {
   run.signal(SIGKILL);
   ASSERT_TRUE(run.wait(scaled(5s)));
   const auto killed = std::chrono::steady_clock::now();
-  ASSERT_TRUE(semaphore.try_acquire_for(observer->session_timeout().value_or(0ms) + scaled(10s)))
+  ASSERT_TRUE(semaphore.try_acquire_for(place_lifetime + scaled(10s)))
       << "a killed holder's permit never came back";
   if (GetParam() == "file") {
     EXPECT_LT(std::chrono::steady_clock::now() - killed, scaled(300ms)) << "a killed holder's permit was not free at once";
   }
   semaphore.release();
 }
+INSTANTIATE_TEST_SUITE_P(Stores, CliCoordination, ::testing::ValuesIn(coordination_stores()),
+                         [](const ::testing::TestParamInfo<std::string>& store) { return store.param; });
 
 }  // namespace
 }  // namespace dlock::test

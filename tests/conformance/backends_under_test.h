@@ -29,6 +29,8 @@ struct BackendUnderTest {
   bool reports_remaining = true;
   // Whether it has the read-write lock (Client::shared_mutex).
   bool shared = false;
+  // Whether a SharedMutex's writer may take the read lock too (downgrade).
+  bool downgrade = false;
   // Whether it has Counter and Latch (Client::counter, Client::latch).
   bool counters = false;
   // Whether it has elections (Client::election).
@@ -63,6 +65,12 @@ inline std::vector<BackendUnderTest> backends_under_test() {
 #ifdef DLOCK_WITH_REDIS
   all.push_back({"redis", [](const std::string& dir) { return server_url("redis") + "/0?prefix=" + unique_prefix(dir); },
                  false, true, true});
+  all.back().shared = true;
+  all.back().downgrade = true;
+  all.back().counters = true;
+  all.back().election = true;
+  all.back().semaphore = true;
+  all.back().barrier = true;
 #endif
 #ifdef DLOCK_WITH_ZOOKEEPER
   // A short session timeout, so that a dead or stopped holder's lock is

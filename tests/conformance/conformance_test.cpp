@@ -523,17 +523,32 @@ TEST_P(SharedConformance, AThreadHoldsItOneWayAtATime) {
   reader.unlock_shared();
   rw.unlock_shared();
   ASSERT_TRUE(rw.try_lock_for(scaled(5s)));
-  try {
-    rw.lock_shared();
-    ADD_FAILURE() << "a writer took the read lock of a lock it writes";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), errc::would_deadlock) << e.what();
-  }
-  EXPECT_TRUE(rw.held_by_current_thread());
-  EXPECT_FALSE(rw.held_shared_by_current_thread());
-  rw.unlock();
   auto writer = other->shared_mutex(lock_name());
-  EXPECT_TRUE(writer.try_lock());
+  if (GetParam().downgrade) {
+    // Where the store allows it, a writer may read too, and keep reading
+    // after it stops writing (a downgrade): others may then read, not write.
+    ASSERT_TRUE(rw.try_lock_shared());
+    EXPECT_TRUE(rw.held_by_current_thread());
+    EXPECT_TRUE(rw.held_shared_by_current_thread());
+    EXPECT_FALSE(reader.try_lock_shared()) << "a reader got in while the lock was written";
+    rw.unlock();
+    EXPECT_TRUE(rw.held_shared_by_current_thread());
+    EXPECT_TRUE(reader.try_lock_shared_for(scaled(5s))) << "the downgraded lock kept other readers out";
+    reader.unlock_shared();
+    EXPECT_FALSE(writer.try_lock()) << "a writer got in while the downgraded lock was read";
+    rw.unlock_shared();
+  } else {
+    try {
+      rw.lock_shared();
+      ADD_FAILURE() << "a writer took the read lock of a lock it writes";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::would_deadlock) << e.what();
+    }
+    EXPECT_TRUE(rw.held_by_current_thread());
+    EXPECT_FALSE(rw.held_shared_by_current_thread());
+    rw.unlock();
+  }
+  EXPECT_TRUE(writer.try_lock_for(scaled(5s)));
   writer.unlock();
 }
 

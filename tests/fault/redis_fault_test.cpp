@@ -1,8 +1,12 @@
 // Redis under faults: a stopped server, a restarted one, wrong credentials, a
-// key of another type, many held locks, and connections left behind. Each
+// key of another type, many held locks and permits, connections left
+// behind, and the coordination primitives (permits, latches, leaders) when
+// holders die or pause and the server stops or restarts. Each
 // test starts its own redis-server (scripts/redis-server.sh) in a temp dir,
 // because it stops, restarts or reconfigures it.
 #include "child_process.h"
+#include "fenced_resource.h"
+#include "thrown.h"
 
 #include <dlock/dlock.h>
 
@@ -16,6 +20,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -314,6 +319,156 @@ TEST_F(RedisFault, ARestartIsLoggedAndCountedWithoutSecrets) {
     EXPECT_EQ(message.find("s3cr3t-pw"), std::string::npos) << message;
     EXPECT_FALSE(std::regex_search(message, std::regex("[0-9a-f]{16}"))) << "an owner id in: " << message;
   }
+}
+
+// Eight processes share a 3-permit semaphore: never more than 3 inside at
+// once (the resource records the most it saw), and 3 do get in together.
+TEST_F(RedisFault, EightProcessesNeverHoldMoreThanTheirPermits) {
+  const std::string resource_path = dir_.path() + "/resource";
+  FencedResource resource(resource_path, true);
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int i = 0; i < 8; ++i)
+    workers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+        DLOCK_TEST_WORKER, "hammer", base_url(), "crawl", "25", resource_path, "3000", "permits=3"}));
+  for (auto& w : workers) EXPECT_EQ(w->wait(scaled(60s)), std::optional<int>(0));
+  const auto counts = resource.counts();
+  EXPECT_EQ(counts.occupied, 8u * 25u) << "not every section ran";
+  EXPECT_LE(counts.max_occupancy, 3) << "more permits out than the semaphore has";
+  EXPECT_EQ(counts.max_occupancy, 3) << "the permits were never all in use at once";
+}
+
+// A server that stops with a permit, a leadership and a latch outstanding:
+// every call fails within op_timeout, and the holders are told they lost
+// once their leases have run out unrenewed. After a restart (an empty
+// server) the client works again and the old holds stay lost.
+TEST_F(RedisFault, StoppedServerTellsPermitAndLeaderHoldersTheyLost) {
+  auto client = dlock::connect(base_url(), {.op_timeout = 500ms});
+  auto semaphore = client->semaphore("sem", 2, {.lease = 1500ms});
+  auto election = client->election("leader", {.lease = 1500ms});
+  auto latch = client->latch("ready", 2);
+  semaphore.acquire();
+  election.campaign("me");
+  auto permit_stop = semaphore.stop_token(), leader_stop = election.stop_token();
+  ::kill(server_pid(), SIGSTOP);
+  const std::vector<std::pair<std::string, std::function<void()>>> calls = {
+      {"semaphore.try_acquire_for", [&] { (void)semaphore.try_acquire_for(10s); }},
+      {"election.leader", [&] { (void)election.leader(); }},
+      {"latch.count_down", [&] { latch.count_down(); }},
+      {"latch.wait_for", [&] { (void)latch.wait_for(10s); }},
+      {"counter.fetch_add", [&] { (void)client->counter("n").fetch_add(1); }},
+  };
+  for (const auto& [what, call] : calls) {
+    const auto start = steady::now();
+    try {
+      call();
+      ADD_FAILURE() << what << " succeeded against a stopped server";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::unavailable) << what << ": " << e.what();
+    }
+    EXPECT_LT(steady::now() - start, scaled(1500ms)) << what << " overran op_timeout (500ms)";
+  }
+  const auto until = steady::now() + scaled(5s);
+  while (!(permit_stop.stop_requested() && leader_stop.stop_requested()) && steady::now() < until)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(semaphore.lost()) << "the permit's lease ran out unrenewed, yet it is not lost";
+  EXPECT_FALSE(election.is_leader()) << "the leader's lease ran out unrenewed, yet it still leads";
+  EXPECT_TRUE(election.lost());
+  ::kill(server_pid(), SIGCONT);
+  restart();
+  ASSERT_TRUE(server_);
+  EXPECT_EQ(semaphore.release_checked().code(), errc::lock_lost);
+  EXPECT_EQ(election.resign_checked().code(), errc::lock_lost);
+  // The new server starts empty; the client works against it.
+  auto again = client->semaphore("sem", 2, {.lease = 1500ms});
+  EXPECT_TRUE(again.try_acquire_for(scaled(3s)));
+  again.release();
+  EXPECT_TRUE(election.campaign_for(scaled(3s), "me"));
+  EXPECT_EQ(election.leader(), "me");
+  election.resign();
+}
+
+// A leader paused past its lease stops leading: a waiting candidate takes
+// over within the lease and one notification, and the paused leader's
+// fenced write is refused when it wakes (it is told it lost).
+TEST_F(RedisFault, ALeaderPausedPastItsLeaseIsReplacedAndFencedOff) {
+  const std::string resource_path = dir_.path() + "/resource";
+  FencedResource resource(resource_path, true);
+  ChildProcess leader({DLOCK_TEST_WORKER, "hold", base_url(), "jobs", "1000", "watchdog", resource_path, "leader"});
+  auto line = leader.read_line(scaled(10s));
+  ASSERT_TRUE(line && line->starts_with("acquired ")) << line.value_or("(nothing)");
+  auto client = dlock::connect(base_url());
+  auto candidate = client->election("jobs", {.lease = 1s});
+  ASSERT_EQ(candidate.leader(), "worker-" + std::to_string(leader.pid()));
+  leader.signal(SIGSTOP);
+  const auto paused = steady::now();
+  ASSERT_TRUE(candidate.campaign_for(scaled(10s), "new"));
+  const auto took = steady::now() - paused;
+  std::printf("new leader %lld ms after the old one paused (lease 1000 ms)\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  EXPECT_LT(took, 1s + scaled(700ms)) << "the successor waited well past the paused leader's lease";
+  EXPECT_EQ(candidate.leader(), "new");
+  EXPECT_TRUE(resource.write(candidate.token(), 1));
+  leader.signal(SIGCONT);
+  // Wait until the woken leader has learned it lost, as its own stop_token
+  // would tell it, then let it write.
+  std::this_thread::sleep_for(scaled(500ms));
+  leader.write_line("write");
+  auto answer = leader.read_line(scaled(10s));
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(*answer, "write rejected lost=1") << "a paused leader's stale write was accepted";
+  EXPECT_EQ(resource.counts().stale_rejected, 1u);
+  candidate.resign();
+}
+
+TEST_F(RedisFault, TenThousandHeldPermitsRenewInOneBatchPerPeriod) {
+  constexpr int permits = 10'000;
+  auto client = dlock::connect(base_url());
+  auto semaphore = client->semaphore("many", permits, {.lease = 3s});  // renewed every 1 s
+  for (int i = 0; i < permits; ++i) semaphore.acquire();
+  std::this_thread::sleep_for(1500ms);
+  const auto before = client->stats();
+  std::this_thread::sleep_for(3500ms);
+  const auto after = client->stats();
+  const auto batches = after.renewal_batches - before.renewal_batches;
+  const auto renewals = after.renewals - before.renewals;
+  std::printf("10000 held permits over 3.5 s: %llu renewal batches, %llu leases renewed\n",
+              static_cast<unsigned long long>(batches), static_cast<unsigned long long>(renewals));
+  EXPECT_GE(renewals, 2u * permits) << "permits were not renewed every period";
+  EXPECT_LE(batches, 6u) << "renewals took more than about one round trip per period";
+  EXPECT_FALSE(semaphore.lost());
+  EXPECT_EQ(semaphore.in_use(), permits);
+  semaphore.release(permits);
+  EXPECT_EQ(semaphore.in_use(), 0);
+}
+
+// Misuse and foreign data: clear errors, and nothing changes.
+TEST_F(RedisFault, BadCountsAndForeignKeysAreRefusedAndChangeNothing) {
+  auto client = dlock::connect(base_url() + "/0?prefix=bad:");
+  auto three = client->semaphore("pool", 3);
+  three.acquire();
+  auto two = client->semaphore("pool", 2);
+  try {
+    (void)two.try_acquire();
+    ADD_FAILURE() << "a semaphore declared with another count was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), errc::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find('2'), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find('3'), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(three.in_use(), 1);
+  three.release();
+  EXPECT_EQ(thrown([&] { (void)client->semaphore("pool", 0); }), errc::invalid_argument);
+  EXPECT_EQ(thrown([&] { (void)client->latch("gate", -1); }), errc::invalid_argument);
+  EXPECT_EQ(thrown([&] { (void)client->barrier("meet", 0); }), errc::invalid_argument);
+  // A key of another type where a counter, a latch or a semaphore would be.
+  for (const std::string key : {"bad:{n}:counter", "bad:{gate}:latch", "bad:{s}:sem"}) {
+    cli("SET '" + key + "' foreign");
+  }
+  EXPECT_EQ(thrown([&] { (void)client->counter("n").fetch_add(1); }), errc::invalid_argument);
+  EXPECT_EQ(thrown([&] { (void)client->latch("gate", 1); }), errc::invalid_argument);
+  EXPECT_EQ(thrown([&] { (void)client->semaphore("s", 1).try_acquire(); }), errc::invalid_argument);
+  for (const std::string key : {"bad:{n}:counter", "bad:{gate}:latch", "bad:{s}:sem"})
+    EXPECT_EQ(cli("GET '" + key + "'"), "foreign\n") << key << " was changed";
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ struct FencedResource::State {
   std::uint64_t max_token;
   std::int64_t max_token_holder;
   std::int64_t inside;  // holder inside, 0 if none
+  std::int64_t occupancy;  // holders in between occupy() and vacate()
   ResourceCounts counts;
   std::atomic<std::int64_t> counter;
 };
@@ -88,6 +89,18 @@ bool FencedResource::write(std::uint64_t token, std::int64_t holder) {
   bool ok = enter(token, holder);
   if (ok) leave(holder);
   return ok;
+}
+
+void FencedResource::occupy() {
+  Locked lk(&state_->mu);
+  auto& s = *state_;
+  ++s.counts.occupied;
+  if (++s.occupancy > s.counts.max_occupancy) s.counts.max_occupancy = s.occupancy;
+}
+
+void FencedResource::vacate() {
+  Locked lk(&state_->mu);
+  --state_->occupancy;
 }
 
 std::int64_t FencedResource::read_counter() const { return state_->counter.load(); }

@@ -24,6 +24,8 @@ struct ResourceCounts {
   std::uint64_t duplicate_tokens = 0;   // same token from two holders
   std::uint64_t overlaps = 0;           // two holders inside at once
   std::int64_t counter = 0;             // the read-modify-write counter
+  std::uint64_t occupied = 0;           // occupy() calls
+  std::int64_t max_occupancy = 0;       // the most holders inside at once (occupy/vacate)
 };
 
 class FencedResource {
@@ -39,6 +41,10 @@ class FencedResource {
   void leave(std::int64_t holder);
   // One fenced write: enter + leave.
   bool write(std::uint64_t token, std::int64_t holder);
+  // For sections N holders may share (a Semaphore's permits): one holder
+  // in, one out; counts() reports the most that were ever in at once.
+  void occupy();
+  void vacate();
 
   std::int64_t read_counter() const;
   void write_counter(std::int64_t value);

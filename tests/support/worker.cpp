@@ -1,14 +1,19 @@
 // dlock_test_worker — the other processes of the multi-process tests.
 //
-//   hammer URL NAME COUNT RESOURCE WORK_US [nolock|semaphore]
+//   hammer URL NAME COUNT RESOURCE WORK_US [nolock|semaphore|permits=N]
 //       COUNT critical sections: lock, fenced enter, read counter, pause
 //       WORK_US, write counter + 1, leave, unlock. "nolock" skips the lock
 //       (the control run that shows the oracle can see violations);
 //       "semaphore" takes a permit of a one-permit Semaphore instead of the Mutex.
+//       Permits and barrier members are leased for 1 s (watchdog): on stores
+//       that lease them, a killed worker's share comes back within the
+//       tests' bounds, as on stores that end it with the session.
+//       "permits=N" takes one of N permits and, holding it, occupies the
+//       resource (which records the most holders in at once) for WORK_US.
 //   hold URL NAME LEASE_MS watchdog|fixed RESOURCE [mutex|read|write|permit|leader]
 //       Locks (a Mutex; or a SharedMutex shared or exclusively, a permit of
-//       a one-permit Semaphore, leadership of an Election), prints
-//       "acquired <token>", then obeys stdin lines:
+//       a one-permit Semaphore, leadership of an Election with the id
+//       "worker-<pid>"), prints "acquired <token>", then obeys stdin lines:
 //       "write"  → a fenced write with its token; prints
 //                  "write accepted|rejected lost=0|1"
 //       "unlock" → prints "unlock ok" or "unlock <error code>"
@@ -55,11 +60,25 @@ int hammer(Lock* lock, const std::string& resource_path, int count, int work_us)
   return 0;
 }
 
+constexpr std::chrono::milliseconds short_lease{1'000};
+
 int hammer(const std::string& url, const std::string& name, int count, const std::string& resource_path,
            int work_us, const std::string& how) {
   auto client = dlock::connect(url);
+  if (how.starts_with("permits=")) {
+    auto semaphore = client->semaphore(name, std::stoi(how.substr(8)), {.lease = short_lease});
+    dlock::test::FencedResource resource(resource_path, false);
+    for (int i = 0; i < count; ++i) {
+      semaphore.acquire();
+      resource.occupy();
+      std::this_thread::sleep_for(std::chrono::microseconds(work_us));
+      resource.vacate();
+      semaphore.release();
+    }
+    return 0;
+  }
   if (how == "semaphore") {
-    auto semaphore = client->semaphore(name, 1);
+    auto semaphore = client->semaphore(name, 1, {.lease = short_lease});
     return hammer(&semaphore, resource_path, count, work_us);
   }
   auto mutex = client->mutex(name);
@@ -122,7 +141,7 @@ int hold(const std::string& url, const std::string& name, long lease_ms, const s
 
 int barrier_member(const std::string& url, const std::string& name, int parties) {
   auto client = dlock::connect(url);
-  auto barrier = client->barrier(name, parties);
+  auto barrier = client->barrier(name, parties, {.lease = short_lease});
   std::cout << "arriving" << std::endl;
   barrier.arrive_and_wait();
   std::cout << "entered" << std::endl;

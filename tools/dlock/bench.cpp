@@ -21,12 +21,18 @@
 
 #include <dlock/dlock.h>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <random>
 
 namespace dlock::cli {
 namespace {
@@ -45,6 +51,12 @@ struct BenchArgs {
   std::string counter_in = "memory";
   bool fair = false;
   bool json = false;
+  std::string primitive = "mutex";
+  int read_percent = -1;  // -1: the primitive's default (shared: 90; others: 0)
+  int permits = 4;
+  int rounds = 5;
+  std::string lease = "1s";
+  std::string max_barging_wait;  // empty: MutexOptions' default
 };
 
 // What the shared key protects, in memory every process sees.
@@ -53,6 +65,7 @@ struct LockStore {
   std::atomic<std::int32_t> last_pid;        // process that held the key last
   std::atomic<std::uint64_t> owner_changes;  // acquisitions by another process than the last holder
   std::atomic<std::uint64_t> wakeups;        // ClientStats::wakeups, summed over the processes
+  std::atomic<std::uint64_t> writes;         // sections that wrote the counter
 };
 
 struct LoopConfig {
@@ -69,6 +82,38 @@ struct LoopConfig {
   // own cost); "redis": a key read with GET and written with SET inside the
   // lock, as a service would (comparable with redis-py doing the same).
   std::string counter_in = "memory";
+  // What each thread takes: a Mutex, a SharedMutex (reads shared, writes
+  // exclusive) or one permit of a Semaphore (many holders: nothing written).
+  std::string primitive = "mutex";
+  int read_percent = 0;  // sections that only read the counter (shared: under the read lock)
+  int permits = 4;
+  std::chrono::milliseconds max_barging_wait = MutexOptions{}.max_barging_wait;
+};
+
+// The lock under test, one per thread.
+class Section {
+ public:
+  Section(Client& client, const LoopConfig& config, const std::string& key) {
+    const MutexOptions options{.fair = config.fair, .max_barging_wait = config.max_barging_wait};
+    if (config.primitive == "shared") shared_.emplace(client.shared_mutex(key, options));
+    else if (config.primitive == "semaphore") semaphore_.emplace(client.semaphore(key, config.permits, options));
+    else mutex_.emplace(client.mutex(key, options));
+  }
+  bool lock_until(steady::time_point end, bool read) {
+    if (shared_) return read ? shared_->try_lock_shared_until(end) : shared_->try_lock_until(end);
+    if (semaphore_) return semaphore_->try_acquire_until(end);
+    return mutex_->try_lock_until(end);
+  }
+  void unlock(bool read) {
+    if (shared_) return read ? shared_->unlock_shared() : shared_->unlock();
+    if (semaphore_) return semaphore_->release();
+    mutex_->unlock();
+  }
+
+ private:
+  std::optional<Mutex> mutex_;
+  std::optional<SharedMutex> shared_;
+  std::optional<Semaphore> semaphore_;
 };
 
 struct RawResult {
@@ -144,10 +189,12 @@ LoopResult run_lock_loop(const LoopConfig& config) {
         const auto end = group.wait_for_start() + config.seconds;
         run_threads(group.threads(), [&](int thread) {
           WorkerSlot& slot = group.slot(process, thread);
-          auto mutex = client->mutex(config.key_per_thread ? config.key + ":key:" +
-                                                                 std::to_string(process * group.threads() + thread)
-                                                           : config.key,
-                                     {.fair = config.fair});
+          Section section(*client, config,
+                          config.key_per_thread
+                              ? config.key + ":key:" + std::to_string(process * group.threads() + thread)
+                              : config.key);
+          std::minstd_rand pick(static_cast<std::uint32_t>(me) * 131u + static_cast<std::uint32_t>(thread));
+          std::uniform_int_distribution<int> percent(0, 99);
           auto counter_view = counter_store ? counter_store->view() : nullptr;
           StopReason why = StopReason::time_up;
           for (;;) {
@@ -155,8 +202,10 @@ LoopResult run_lock_loop(const LoopConfig& config) {
               why = StopReason::max_ops;
               break;
             }
+            // A semaphore's holders overlap by design: they only read.
+            const bool read = config.primitive == "semaphore" || percent(pick) < config.read_percent;
             const auto t0 = steady::now();
-            if (t0 >= end || !mutex.try_lock_until(end)) break;
+            if (t0 >= end || !section.lock_until(end, read)) break;
             const auto t1 = steady::now();
             if (config.key_per_thread) {
               ++slot.private_counter;
@@ -170,11 +219,14 @@ LoopResult run_lock_loop(const LoopConfig& config) {
                 store.last_pid.store(me, std::memory_order_relaxed);
               }
               if (config.work.count() > 0) std::this_thread::sleep_for(config.work);
-              if (counter_view) counter_view->stock().write(seen + 1);
-              else store.counter.store(seen + 1, std::memory_order_relaxed);
+              if (!read) {
+                if (counter_view) counter_view->stock().write(seen + 1);
+                else store.counter.store(seen + 1, std::memory_order_relaxed);
+                store.writes.fetch_add(1, std::memory_order_relaxed);
+              }
             }
             const auto t2 = steady::now();
-            mutex.unlock();
+            section.unlock(read);
             const auto t3 = steady::now();
             slot.latency.add(t1 - t0);
             slot.release.add(t3 - t2);
@@ -208,7 +260,8 @@ LoopResult run_lock_loop(const LoopConfig& config) {
                                 : counter_store       ? static_cast<std::uint64_t>(counter_store->left(0))
                                                       : static_cast<std::uint64_t>(store.counter.load());
   if (counter_store) counter_store->clear(0);
-  r.lost_updates = static_cast<std::int64_t>(r.ops) - static_cast<std::int64_t>(counted);
+  const std::uint64_t wrote = config.key_per_thread ? r.ops : store.writes.load();
+  r.lost_updates = static_cast<std::int64_t>(wrote) - static_cast<std::int64_t>(counted);
   r.owner_changes = store.owner_changes.load();
   r.wakeups = store.wakeups.load();
   r.seconds = std::chrono::duration<double>(group.end_time() - group.start_time()).count();
@@ -238,6 +291,10 @@ void print_loop(const std::string& workload, const LoopConfig& c, const LoopResu
                      .integer("processes", c.processes)
                      .integer("threads", c.threads)
                      .boolean("fair", c.fair)
+                     .str("primitive", c.primitive)
+                     .integer("read_percent", c.read_percent)
+                     .integer("permits", c.primitive == "semaphore" ? c.permits : 0)
+                     .integer("max_barging_wait_ms", c.fair ? 0 : c.max_barging_wait.count())
                      .str("counter_in", c.key_per_thread ? "" : c.counter_in)
                      .num("seconds", r.seconds, 3)
                      .uinteger("ops", r.ops)
@@ -268,6 +325,10 @@ void print_loop(const std::string& workload, const LoopConfig& c, const LoopResu
   std::printf("dlock bench %s — %s, %d process%s × %d thread%s, %.2f s (stopped: %s)\n", workload.c_str(),
               c.backend.c_str(), c.processes, c.processes == 1 ? "" : "es", c.threads, c.threads == 1 ? "" : "s",
               r.seconds, r.stopped.c_str());
+  if (c.primitive != "mutex" || c.read_percent > 0)
+    std::printf("  primitive           %s%s, %d%% of sections only read\n", c.primitive.c_str(),
+                c.primitive == "semaphore" ? (" (" + std::to_string(c.permits) + " permits)").c_str() : "",
+                c.primitive == "semaphore" ? 100 : c.read_percent);
   std::printf("  lock+unlock/s       %.0f  (%llu in all)\n", r.ops_per_s, static_cast<unsigned long long>(r.ops));
   std::printf("  acquire p50 / p99   %.1f us / %.1f us   (time in lock())\n", to_us(r.acquire.percentile(0.5)),
               to_us(r.acquire.percentile(0.99)));
@@ -328,6 +389,81 @@ int flash_sale_bench(const BenchArgs& args, const std::string& backend, std::chr
   return broken ? 1 : 0;
 }
 
+// Election failover: a leader in a child process, a candidate queued in
+// this one; the leader is SIGKILLed and the time until the candidate leads
+// is measured, `rounds` times. The child is forked before this process
+// opens a client, so it starts from a single-threaded parent.
+int failover_bench(const BenchArgs& args, const std::string& backend, std::chrono::milliseconds seconds) {
+  const auto lease = duration_arg(args.lease, "--lease");
+  const auto key = "bench-" + std::to_string(::getpid()) + ":failover";
+  std::vector<double> took_ms;
+  const auto give_up = steady::now() + seconds * args.rounds + std::chrono::seconds(30);
+  for (int round = 0; round < args.rounds && steady::now() < give_up; ++round) {
+    const std::string name = key + ":" + std::to_string(round);
+    int ready[2];
+    if (::pipe(ready) != 0) throw std::runtime_error("failover: pipe failed");
+    const pid_t leader = ::fork();
+    if (leader < 0) throw std::runtime_error("failover: fork failed");
+    if (leader == 0) {
+      ::close(ready[0]);
+      try {
+        auto client = dlock::connect(backend);
+        auto election = client->election(name, {.lease = lease});
+        election.campaign("leader");
+        (void)!::write(ready[1], "x", 1);
+        std::this_thread::sleep_for(std::chrono::seconds(60));  // until killed (bounded)
+      } catch (...) {
+      }
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    char byte = 0;
+    const bool led = ::read(ready[0], &byte, 1) == 1;
+    ::close(ready[0]);
+    if (!led) {
+      ::kill(leader, SIGKILL);
+      (void)::waitpid(leader, nullptr, 0);
+      throw std::runtime_error("failover: the leader process did not lead");
+    }
+    auto client = dlock::connect(backend);
+    auto candidate = client->election(name, {.lease = lease});
+    std::atomic<std::int64_t> won_ns{0};
+    std::thread campaign([&] {
+      if (candidate.campaign_for(std::chrono::seconds(30) + lease, "successor")) won_ns = steady_ns(steady::now());
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the candidate is in line
+    const auto killed = steady_ns(steady::now());
+    ::kill(leader, SIGKILL);
+    (void)::waitpid(leader, nullptr, 0);
+    campaign.join();
+    if (won_ns == 0) throw std::runtime_error("failover: the candidate never took over");
+    took_ms.push_back(static_cast<double>(won_ns - killed) / 1e6);
+    candidate.resign();
+  }
+  std::vector<double> sorted = took_ms;
+  std::sort(sorted.begin(), sorted.end());
+  const double p50 = sorted.empty() ? 0 : sorted[sorted.size() / 2], worst = sorted.empty() ? 0 : sorted.back();
+  if (args.json) {
+    std::vector<std::string> each;
+    for (double t : took_ms) each.push_back(std::to_string(t));
+    std::cout << JsonObject()
+                     .str("workload", "failover")
+                     .str("backend", backend)
+                     .integer("rounds", static_cast<std::int64_t>(took_ms.size()))
+                     .integer("lease_ms", lease.count())
+                     .num("failover_ms_p50", p50, 3)
+                     .num("failover_ms_max", worst, 3)
+                     .raw("failover_ms", json_array(each))
+                     .text()
+              << "\n";
+    return 0;
+  }
+  std::printf("dlock bench failover — %s, %zu rounds, lease %lld ms\n", backend.c_str(), took_ms.size(),
+              static_cast<long long>(lease.count()));
+  std::printf("  leader SIGKILLed → successor leads: p50 %.1f ms, max %.1f ms\n", p50, worst);
+  return 0;
+}
+
 int bench(const BenchArgs& args) {
   const std::string backend = args.backend.empty() ? default_backend() : args.backend;
   // A flag named --seconds takes a plain number of seconds ("5", "0.5");
@@ -336,6 +472,7 @@ int bench(const BenchArgs& args) {
   const auto seconds = duration_arg(plain ? args.seconds + "s" : args.seconds, "--seconds");
   if (seconds.count() <= 0) throw CLI::ValidationError("--seconds: must be > 0");
   if (args.workload == "flash-sale") return flash_sale_bench(args, backend, seconds);
+  if (args.workload == "failover") return failover_bench(args, backend, seconds);
 
   LoopConfig c;
   c.backend = backend;
@@ -343,6 +480,10 @@ int bench(const BenchArgs& args) {
   c.max_ops = args.max_ops;
   c.work = work_arg(args.work.empty() ? "0" : args.work, "--work");
   c.fair = args.fair;
+  c.primitive = args.primitive;
+  c.read_percent = args.read_percent >= 0 ? args.read_percent : (args.primitive == "shared" ? 90 : 0);
+  c.permits = args.permits;
+  if (!args.max_barging_wait.empty()) c.max_barging_wait = duration_arg(args.max_barging_wait, "--max-barging-wait");
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
@@ -372,9 +513,19 @@ void add_bench(CLI::App& app, int& status) {
   auto args = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Measure lock throughput and latency against the store's raw round trips");
   cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)");
-  cmd->add_option("--workload,-w", args->workload, "uncontended | contended | flash-sale | many-keys")
+  cmd->add_option("--workload,-w", args->workload, "uncontended | contended | flash-sale | many-keys | failover")
       ->required()
-      ->check(CLI::IsMember({"uncontended", "contended", "flash-sale", "many-keys"}));
+      ->check(CLI::IsMember({"uncontended", "contended", "flash-sale", "many-keys", "failover"}));
+  cmd->add_option("--primitive", args->primitive,
+                  "What the lock workloads take: mutex (default), shared (SharedMutex: reads shared) or "
+                  "semaphore (one of --permits)")
+      ->check(CLI::IsMember({"mutex", "shared", "semaphore"}));
+  cmd->add_option("--read-percent", args->read_percent,
+                  "Sections that only read (shared: 90, under the read lock; mutex: 0, under the lock)")
+      ->check(CLI::Range(0, 100));
+  cmd->add_option("--permits", args->permits, "semaphore: permits (default 4)")->check(CLI::Range(1, 1'000'000));
+  cmd->add_option("--rounds", args->rounds, "failover: leaders killed (default 5)")->check(CLI::Range(1, 100));
+  cmd->add_option("--lease", args->lease, "failover: the leader's lease where the store leases it (default 1s)");
   cmd->add_option("--processes,-p", args->processes, "Processes (contended, flash-sale: 4; others: 1)")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--threads,-t", args->threads, "Threads per process (many-keys: 4; flash-sale: 2; others: 1)")
@@ -391,6 +542,9 @@ void add_bench(CLI::App& app, int& status) {
   cmd->add_option("--counter-in", args->counter_in,
                   "contended: where the counter lives: memory (default) or redis (GET + SET inside the lock)")
       ->check(CLI::IsMember({"memory", "redis"}));
+  cmd->add_option("--max-barging-wait", args->max_barging_wait,
+                  "MutexOptions::max_barging_wait: how long a waiter lets others barge before it is served "
+                  "first (default 1ms; 0 = in order)");
   cmd->add_flag("--fair", args->fair, "Lock with MutexOptions::fair (FIFO waiters; backends with a queue only)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->footer("Exit status: 0; 1 if mutual exclusion failed (lost updates or oversold); 70 if a worker failed.");

@@ -59,6 +59,7 @@
 #include "backends/redis/errors.h"
 #include "backends/redis/options.h"
 #include "backends/redis/session.h"
+#include "backends/redis/store.h"
 #include "backends/redis/subscriber.h"
 #include "core/driver.h"
 #include "core/owner_id.h"
@@ -67,8 +68,9 @@
 #include <hiredis.h>
 
 #include <algorithm>
-#include <charconv>
 #include <map>
+#include <set>
+#include <vector>
 
 namespace dlock::detail {
 namespace {
@@ -76,13 +78,66 @@ namespace {
 using namespace redis;
 using std::chrono::milliseconds;
 
-std::string ms(milliseconds d) { return std::to_string(d.count()); }
+// The keys of one primitive of a name, in the order its scripts expect them.
+class Keys {
+ public:
+  Keys(std::string base, std::initializer_list<std::string_view> suffixes) {
+    for (auto suffix : suffixes) keys_.push_back(base + std::string(suffix));
+    for (const auto& key : keys_) views_.push_back(key);
+  }
+  std::span<const std::string_view> all() const { return views_; }
+  std::span<const std::string_view> first(std::size_t n) const { return std::span(views_).first(n); }
+  const std::string& operator[](std::size_t i) const { return keys_[i]; }
 
-// The keys of one lock, in the order every script expects them.
-struct LockKeys {
-  std::string lock, queue, waiters;
-  std::array<std::string_view, 3> all() const { return {lock, queue, waiters}; }
+ private:
+  std::vector<std::string> keys_;
+  std::vector<std::string_view> views_;
 };
+
+// What each kind of hold is on the server: its keys and scripts.
+struct Layout {
+  std::initializer_list<std::string_view> suffixes;
+  Script acquire, release, renew, leave, force;
+  std::size_t renew_keys;  // the first n keys are the renew script's
+};
+
+const Layout mutex_layout{{"lock", "queue", "waiters", "since"},
+                          Script::acquire, Script::release, Script::renew, Script::leave, Script::force_release, 1};
+const Layout leader_layout{{"leader", "leader:queue", "leader:waiters", "leader:since", "leader:observers"},
+                           Script::acquire, Script::release, Script::renew, Script::leave, Script::force_release, 1};
+const Layout rw_layout{{"rw", "rw:readers", "rw:tokens", "rw:queue", "rw:waiters"},
+                       Script::rw_acquire, Script::rw_release, Script::rw_renew, Script::rw_leave, Script::rw_force, 3};
+const Layout permit_layout{{"sem", "sem:permits", "sem:tokens", "sem:queue", "sem:waiters"},
+                           Script::permit_acquire, Script::permit_release, Script::permit_renew, Script::permit_leave,
+                           Script::permit_force, 3};
+const Layout member_layout{{"barrier", "barrier:members"},
+                           Script::barrier_join, Script::barrier_remove, Script::member_renew, Script::barrier_remove,
+                           Script::barrier_remove, 2};
+
+const Layout& layout_of(LockKind kind) {
+  switch (kind) {
+    case LockKind::latch: return leader_layout;
+    case LockKind::read:
+    case LockKind::write: return rw_layout;
+    case LockKind::permit: return permit_layout;
+    case LockKind::member: return member_layout;
+    case LockKind::mutex: break;
+  }
+  return mutex_layout;
+}
+
+// An election's observers are told on this tag (not the campaigners' name).
+std::string observer_tag(std::string_view name) { return "leader:" + std::string(name); }
+
+// The subscriber slot (and queue entry suffix) of a waiting owner: a
+// read-write lock's entries say whether they wait to write or to read.
+std::string slot_key(const LockRequest& request) {
+  switch (request.kind) {
+    case LockKind::write: return request.owner + "|w";
+    case LockKind::read: return request.owner + "|r";
+    default: return request.owner;
+  }
+}
 
 // A glob pattern matching `text` literally (for SCAN MATCH).
 std::string glob_escape(std::string_view text) {
@@ -94,18 +149,8 @@ std::string glob_escape(std::string_view text) {
   return out;
 }
 
-std::int64_t integer(const redisReply* r) { return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1; }
-
-std::optional<std::uint64_t> unsigned_number(const redisReply* r) {
-  if (!r || r->type != REDIS_REPLY_STRING) return std::nullopt;
-  std::uint64_t value = 0;
-  auto [ptr, ec] = std::from_chars(r->str, r->str + r->len, value);
-  if (ec != std::errc{} || ptr != r->str + r->len) return std::nullopt;
-  return value;
-}
-
-Status unexpected(std::string_view step) {
-  return Status(errc::internal, "redis backend: " + std::string(step) + ": unexpected reply from the script");
+std::string_view text_of(const redisReply* r) {
+  return r && r->type == REDIS_REPLY_STRING ? std::string_view(r->str, r->len) : std::string_view();
 }
 
 // `config` with the backend's events as where connection changes go.
@@ -121,14 +166,16 @@ class RedisBackend;
 // the lock's queue.
 class RedisWaiter final : public Waiter {
  public:
-  RedisWaiter(RedisBackend& backend, std::shared_ptr<Subscriber::Slot> slot)
-      : backend_(backend), slot_(std::move(slot)) {}
+  RedisWaiter(RedisBackend& backend, std::shared_ptr<Subscriber::Slot> slot, LockKind kind)
+      : backend_(backend), slot_(std::move(slot)), kind_(kind) {}
   ~RedisWaiter() override;
   Status wait_until(steady::time_point until) override;
+  std::optional<Grant> take_grant() override;
 
  private:
   RedisBackend& backend_;
   std::shared_ptr<Subscriber::Slot> slot_;
+  LockKind kind_;
 };
 
 class RedisBackend final : public Backend, public LockDriver {
@@ -138,7 +185,11 @@ class RedisBackend final : public Backend, public LockDriver {
         client_id_(std::move(client_id)),
         channel_prefix_(config_.prefix + "client:"),
         pool_(config_, &shas_),
-        subscriber_(config_, channel_prefix_ + client_id_) {}
+        subscriber_(config_, channel_prefix_ + client_id_),
+        store_{config_, pool_, subscriber_, client_id_, channel_prefix_},
+        counters_(make_counters(store_)),
+        latches_(make_latches(store_)),
+        barriers_(make_barriers(store_)) {}
 
   // Loads the scripts (a command connection) and subscribes (its own);
   // both within op_timeout, so a bad URL or password fails connect().
@@ -161,7 +212,14 @@ class RedisBackend final : public Backend, public LockDriver {
   }
 
   bool supports_fair() const override { return true; }
+  bool supports_shared() const override { return true; }
+  bool supports_downgrade() const override { return true; }
+  bool supports_election() const override { return true; }
+  bool supports_permits() const override { return true; }
   LockDriver& locks() override { return *this; }
+  CounterDriver* counters() override { return counters_.get(); }
+  LatchDriver* latches() override { return latches_.get(); }
+  BarrierDriver* barriers() override { return barriers_.get(); }
 
   Status ping() override {
     const auto deadline = steady::now() + config_.op_timeout;
@@ -173,24 +231,53 @@ class RedisBackend final : public Backend, public LockDriver {
   Result<Attempt> try_acquire(const LockRequest& request) override {
     const auto sent = steady::now();
     const auto deadline = sent + config_.op_timeout;
-    const std::string step = "acquiring '" + request.name + "'";
+    const std::string step = "acquiring " + std::string(kind_name(request.kind)) + " '" + request.name + "'";
     // Waiting (watch() was called): this attempt queues us if it fails.
-    auto slot = subscriber_.find(request.owner, request.name);
-    const std::string entry = slot ? entry_of(request.owner) : std::string();
-    const LockKeys keys = keys_of(request.name);
-    const std::string lease = ms(request.lease), ttl = ms(config_.waiter_ttl);
-    const std::string_view args[] = {request.owner, lease, entry, ttl, request.fair ? "1" : "0"};
+    const std::string key = slot_key(request);
+    auto slot = subscriber_.find(key, request.name);
+    const std::string entry = slot ? store_.entry(key) : std::string();
+    const Layout& layout = layout_of(request.kind);
+    const Keys keys = keys_of(request.name, layout);
+    const std::string lease = ms(request.lease), ttl = ms(config_.waiter_ttl), retention = ms(config_.token_retention);
+    // An election is FIFO (the next in line leads, as on zk://).
+    const std::string_view fair = request.fair || request.kind == LockKind::latch ? "1" : "0";
+    const std::string bound = request.fair || request.kind == LockKind::latch ? "0" : ms(request.max_barging_wait);
+    std::vector<std::string_view> args = {request.owner, lease, entry, ttl, fair};
+    std::string permits, tag;
+    switch (request.kind) {
+      case LockKind::read:
+      case LockKind::write:
+        args.insert(args.end(), {request.kind == LockKind::write ? "w" : "r", retention});
+        break;
+      case LockKind::permit:
+        permits = std::to_string(request.permits);
+        args.insert(args.end(), {permits, retention});
+        break;
+      default:
+        // A mutex or a leadership: how long we let others barge, and the lease's mode.
+        args[4] = bound;
+        args.push_back(request.mode == LeaseMode::fixed ? "1" : "0");
+        if (request.kind == LockKind::latch) {
+          tag = observer_tag(request.name);
+          args.insert(args.end(), {request.data, channel_prefix_, tag});
+        }
+        break;
+    }
 
-    auto reply = pool_.eval(Script::acquire, keys.all(), args, deadline, step, keys.lock);
+    auto reply = pool_.eval(layout.acquire, keys.all(), args, deadline, step, keys[0]);
     const redisReply* r = reply ? reply->get() : nullptr;
-    const bool granted = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && integer(r->element[0]) == 1;
+    const bool granted = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && integer(r->element[0]) == 1;
     // Busy: our entry is queued, and leaving must remove it. Granted: the
     // script removed it. No answer: core ends its loop on this error, and
     // leaving would cost another op_timeout against a server that just
     // failed us; the entry's deadline (waiter_ttl) removes it instead.
-    if (slot) subscriber_.set_queued(*slot, reply && !granted);
+    // A busy reply also says when the server ran it: a later handover's
+    // validity counts from there.
+    const std::int64_t server_ms =
+        r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 ? signed_number(r->element[2]).value_or(-1) : -1;
+    if (slot) subscriber_.set_queued(*slot, reply && !granted, sent, server_ms);
     if (!reply) return reply.status();
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return unexpected(step);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) return unexpected(step);
     if (granted) {
       auto token = unsigned_number(r->element[1]);
       if (!token) return unexpected(step);
@@ -199,6 +286,11 @@ class RedisBackend final : public Backend, public LockDriver {
       grant.valid_until = sent + request.lease;
       return Attempt(std::move(grant));
     }
+    if (integer(r->element[0]) == -1)
+      return Status(errc::invalid_argument,
+                    "semaphore '" + request.name + "': declared here with " + permits +
+                        " permits, but the store has it with " + std::string(text_of(r->element[1])) +
+                        " (every handle of one name must declare the same count)");
     Busy busy;
     if (auto left = integer(r->element[1]); left >= 0) busy.holder_expires = steady::now() + milliseconds(left);
     return Attempt(busy);
@@ -206,23 +298,40 @@ class RedisBackend final : public Backend, public LockDriver {
 
   std::unique_ptr<Waiter> watch(const LockRequest& request) override {
     // No round trip: the retry core makes right after this queues us.
-    return std::make_unique<RedisWaiter>(*this, subscriber_.add(request.owner, request.name));
+    return std::make_unique<RedisWaiter>(*this, subscriber_.add(slot_key(request), request.name), request.kind);
   }
 
   Status release(const LockRequest& request, Grant& grant) override {
     const auto deadline = steady::now() + config_.op_timeout;
-    const std::string step = "releasing '" + request.name + "'";
-    const LockKeys keys = keys_of(request.name);
-    const std::string token = std::to_string(grant.token), retention = ms(config_.token_retention);
-    const std::string_view args[] = {request.owner, token, retention, channel_prefix_, request.name};
-    auto reply = pool_.eval(Script::release, keys.all(), args, deadline, step, keys.lock);
+    const std::string what = std::string(kind_name(request.kind)) + " '" + request.name + "'";
+    const std::string step = "releasing " + what;
+    const Layout& layout = layout_of(request.kind);
+    const Keys keys = keys_of(request.name, layout);
+    const std::string token = std::to_string(grant.token), retention = ms(config_.token_retention),
+                      waiter_ttl = ms(config_.waiter_ttl);
+    std::vector<std::string_view> args;
+    std::string tag;
+    switch (request.kind) {
+      case LockKind::read:
+      case LockKind::write:
+        args = {request.owner, token, request.kind == LockKind::write ? "w" : "r", channel_prefix_, request.name};
+        break;
+      case LockKind::permit:
+        args = {request.owner, token, channel_prefix_, request.name};
+        break;
+      default:
+        tag = observer_tag(request.name);
+        args = {request.owner, token, retention, channel_prefix_, request.name, waiter_ttl, tag};
+        break;
+    }
+    auto reply = pool_.eval(layout.release, keys.all(), args, deadline, step, keys[0]);
     if (!reply) return reply.status();
     switch (integer(reply->get())) {
       case 1:
         return {};
       case 0:
-        return Status(errc::lock_lost, "unlock '" + request.name +
-                                           "': no longer ours (the lease ran out and it expired or another holder "
+        return Status(errc::lock_lost, "unlock " + what +
+                                           ": no longer ours (the lease ran out and it expired or another holder "
                                            "took it, or it was force-released)");
       default:
         return unexpected(step);
@@ -235,17 +344,24 @@ class RedisBackend final : public Backend, public LockDriver {
     const auto sent = steady::now();
     const auto deadline = sent + config_.op_timeout;
     constexpr std::string_view step = "renewing leases";
+    const std::string retention = ms(config_.token_retention);
     std::vector<std::size_t> pending(batch.size());
     for (std::size_t i = 0; i < batch.size(); ++i) pending[i] = i;
     for (int attempt = 0; attempt < 2 && !pending.empty(); ++attempt) {
       Batch commands;
       for (std::size_t i : pending) {
         const LockRequest& request = *batch[i].request;
-        const std::string key = keys_of(request.name).lock;
+        const Layout& layout = layout_of(request.kind);
+        const Keys keys = keys_of(request.name, layout);
         const std::string token = std::to_string(batch[i].grant->token), lease = ms(request.lease);
-        const std::string_view keys[] = {key};
-        const std::string_view args[] = {request.owner, token, lease};
-        commands.add_eval(pool_.sha(Script::renew), keys, args);
+        std::vector<std::string_view> args = {request.owner, token, lease};
+        if (request.kind == LockKind::read || request.kind == LockKind::write)
+          args.insert(args.end(), {request.kind == LockKind::write ? "w" : "r", retention});
+        else if (request.kind == LockKind::permit)
+          args.push_back(retention);
+        else if (request.kind == LockKind::member)
+          args = {request.owner, lease};
+        commands.add_eval(pool_.sha(layout.renew), keys.first(layout.renew_keys), args);
       }
       Replies replies = pool_.run(commands, deadline, step);
       std::vector<std::size_t> noscript;
@@ -257,49 +373,63 @@ class RedisBackend final : public Backend, public LockDriver {
           return;
         }
         const redisReply* r = replies.replies[n].get();
+        const std::string what = std::string(kind_name(item.request->kind)) + " '" + item.request->name + "'";
         if (is_noscript(r) && attempt == 0) {
           noscript.push_back(pending[n]);
         } else if (r->type == REDIS_REPLY_ERROR) {
-          item.outcome = to_status(nullptr, r, step, keys_of(item.request->name).lock);
+          item.outcome = to_status(nullptr, r, step, keys_of(item.request->name, layout_of(item.request->kind))[0]);
         } else if (integer(r) == 1) {
           item.grant->valid_until = sent + item.request->lease;
           item.outcome = {};
         } else if (integer(r) == 0) {
-          item.outcome = Status(errc::lock_lost, "renewing '" + item.request->name +
-                                                     "': the lock is gone (lease ran out, server restarted, "
+          item.outcome = Status(errc::lock_lost, "renewing " + what +
+                                                     ": it is gone (lease ran out, server restarted, "
                                                      "force-released) or another holder has it");
         } else {
           item.outcome = unexpected(step);
         }
       }
-      // The server forgot the scripts (restart): load once, redo those.
+      // The server forgot the scripts (restart): load them once, redo those.
       if (!noscript.empty()) {
-        if (auto loaded = pool_.load(Script::renew, deadline); !loaded) {
-          for (std::size_t i : noscript) batch[i].outcome = loaded.status();
-          return;
+        std::set<Script> scripts;
+        for (std::size_t i : noscript) scripts.insert(layout_of(batch[i].request->kind).renew);
+        for (Script s : scripts) {
+          if (auto loaded = pool_.load(s, deadline); !loaded) {
+            for (std::size_t i : noscript) batch[i].outcome = loaded.status();
+            return;
+          }
         }
       }
       pending = std::move(noscript);
     }
   }
 
+  // Frees every hold of the name: a mutex, a read-write lock's writer and
+  // readers, an election's leader and a semaphore's permits.
   Status force_release(std::string_view name) override {
     const auto deadline = steady::now() + config_.op_timeout;
     const std::string step = "force-releasing '" + std::string(name) + "'";
-    const LockKeys keys = keys_of(name);
-    const std::string retention = ms(config_.token_retention);
-    const std::string_view args[] = {retention, channel_prefix_, name};
-    auto reply = pool_.eval(Script::force_release, keys.all(), args, deadline, step, keys.lock);
-    return reply ? Status{} : reply.status();
+    const std::string retention = ms(config_.token_retention), tag = observer_tag(name);
+    const std::string_view lock_args[] = {retention, channel_prefix_, name, tag};
+    const std::string_view held_args[] = {channel_prefix_, name};
+    for (const Layout* layout : {&mutex_layout, &leader_layout, &rw_layout, &permit_layout}) {
+      const Keys keys = keys_of(name, *layout);
+      const bool lock_like = layout->force == Script::force_release;
+      auto reply = pool_.eval(layout->force, keys.all(), lock_like ? std::span<const std::string_view>(lock_args)
+                                                        : std::span<const std::string_view>(held_args),
+                              deadline, step, keys[0]);
+      if (!reply) return reply.status();
+    }
+    return {};
   }
 
-  // SCAN over the lock keys whose names start with `prefix`; per page, one
-  // pipeline of HMGET + PTTL. Keys holding only last_token are skipped.
+  // SCAN over the keys whose names start with `prefix`, then per page one
+  // pipeline reading the holders of each: a mutex's or leader's hash (and
+  // its PTTL), a read-write lock's writer and readers, a semaphore's permits.
   Result<std::vector<LockInfo>> list(std::string_view prefix) override {
     constexpr std::string_view step = "listing locks";
-    constexpr std::string_view suffix = "}:lock";
-    const std::string match = glob_escape(config_.prefix) + "{" + glob_escape(prefix) + "*" + std::string(suffix);
-    std::map<std::string, LockInfo> found;  // SCAN may repeat a key
+    const std::string match = glob_escape(config_.prefix) + "{" + glob_escape(prefix) + "*}:*";
+    std::map<std::pair<std::string, std::string>, LockInfo> found;  // SCAN may repeat a key
     std::string cursor = "0";
     do {
       auto deadline = steady::now() + config_.op_timeout;
@@ -311,60 +441,151 @@ class RedisBackend final : public Backend, public LockDriver {
           r->element[1]->type != REDIS_REPLY_ARRAY)
         return unexpected(step);
       cursor.assign(r->element[0]->str, r->element[0]->len);
-      std::vector<std::string> keys;
+      // (name, suffix) of each key that says who holds something.
+      std::vector<std::pair<std::string, std::string>> held;
       for (std::size_t i = 0; i < r->element[1]->elements; ++i) {
-        const redisReply* k = r->element[1]->element[i];
-        if (k->type == REDIS_REPLY_STRING) keys.emplace_back(k->str, k->len);
+        std::string_view key = text_of(r->element[1]->element[i]);
+        const std::size_t head = config_.prefix.size() + 1, cut = key.rfind("}:");
+        if (cut == std::string_view::npos || cut < head) continue;
+        std::string name(key.substr(head, cut - head)), suffix(key.substr(cut + 2));
+        if (!name.starts_with(prefix)) continue;
+        if (suffix == "lock" || suffix == "leader" || suffix == "rw" || suffix == "sem:permits")
+          held.emplace_back(std::move(name), std::move(suffix));
       }
       Batch lookups;
-      for (const auto& key : keys) {
-        lookups.add({"HMGET", key, "owner", "token"});
-        lookups.add({"PTTL", key});
+      lookups.add({"TIME"});
+      for (const auto& [name, suffix] : held) {
+        const std::string base = config_.prefix + "{" + name + "}:";
+        if (suffix == "lock" || suffix == "leader") {
+          lookups.add({"HMGET", base + suffix, "owner", "token", "data"});
+          lookups.add({"PTTL", base + suffix});
+        } else if (suffix == "rw") {
+          lookups.add({"HMGET", base + "rw", "writer", "wtoken", "wexp"});
+          lookups.add({"ZRANGE", base + "rw:readers", "0", "-1", "WITHSCORES"});
+          lookups.add({"HGETALL", base + "rw:tokens"});
+        } else {
+          lookups.add({"ZRANGE", base + "sem:permits", "0", "-1", "WITHSCORES"});
+          lookups.add({"HGETALL", base + "sem:tokens"});
+        }
       }
       Replies replies = pool_.run(lookups, deadline, step);
       if (!replies.failure.ok()) return replies.failure;
-      Status failed;  // an error reply: the first one
-      for (std::size_t n = 0; n < keys.size(); ++n) {
-        const std::string& key = keys[n];
-        const redisReply* f = replies.replies[2 * n].get();
-        const redisReply* left = replies.replies[2 * n + 1].get();
-        if (f->type == REDIS_REPLY_ERROR) {
-          if (failed.ok()) failed = to_status(nullptr, f, step, key);
+      std::size_t at = 0;
+      auto next = [&]() -> const redisReply* { return replies.replies[at++].get(); };
+      const redisReply* time = next();
+      if (time->type != REDIS_REPLY_ARRAY || time->elements != 2) return unexpected(step);
+      const auto seconds = signed_number(time->element[0]), micros = signed_number(time->element[1]);
+      if (!seconds || !micros) return unexpected(step);
+      const std::int64_t now_ms = *seconds * 1000 + *micros / 1000;
+      // A leased entry's info from its expiry (server ms) and token.
+      auto leased = [&](const std::string& name, std::string_view owner, const redisReply* token,
+                        std::int64_t expires, std::string kind) {
+        LockInfo info;
+        info.name = name;
+        info.holder = "owner " + short_owner(owner);
+        info.token = unsigned_number(token).value_or(0);
+        info.remaining = milliseconds(expires - now_ms);
+        info.kind = std::move(kind);
+        return info;
+      };
+      for (const auto& [name, suffix] : held) {
+        const std::size_t first = at;
+        const std::size_t count = suffix == "rw" ? 3 : 2;
+        at += count;
+        for (std::size_t i = first; i < at; ++i)
+          if (replies.replies[i]->type == REDIS_REPLY_ERROR)
+            return to_status(nullptr, replies.replies[i].get(), step, config_.prefix + "{" + name + "}:" + suffix);
+        const redisReply* a = replies.replies[first].get();
+        const redisReply* b = replies.replies[first + 1].get();
+        if (suffix == "lock" || suffix == "leader") {
+          if (a->type != REDIS_REPLY_ARRAY || a->elements != 3 || a->element[0]->type != REDIS_REPLY_STRING)
+            continue;  // released (only last_token left) or gone since SCAN
+          LockInfo info;
+          info.name = name;
+          info.holder = "owner " + short_owner(text_of(a->element[0]));
+          info.token = unsigned_number(a->element[1]).value_or(0);
+          if (auto pttl_ms = integer(b); pttl_ms >= 0) info.remaining = milliseconds(pttl_ms);
+          if (suffix == "leader") {
+            info.kind = "leader";
+            info.holder = "'" + std::string(text_of(a->element[2])) + "', " + info.holder;
+          }
+          found[{name, info.kind + info.holder}] = std::move(info);
           continue;
         }
-        if (!failed.ok()) continue;
-        if (f->type != REDIS_REPLY_ARRAY || f->elements != 2 || f->element[0]->type != REDIS_REPLY_STRING)
-          continue;  // released (only last_token left) or gone since SCAN
-        const std::size_t head = config_.prefix.size() + 1;
-        if (key.size() < head + suffix.size()) continue;
-        LockInfo info;
-        info.name = key.substr(head, key.size() - head - suffix.size());
-        if (!info.name.starts_with(prefix)) continue;
-        info.holder = "owner " + short_owner(std::string_view(f->element[0]->str, f->element[0]->len));
-        info.token = unsigned_number(f->element[1]).value_or(0);
-        if (auto pttl_ms = integer(left); pttl_ms >= 0) info.remaining = milliseconds(pttl_ms);
-        found[info.name] = std::move(info);
+        // Tokens of leased entries: HGETALL's field, value pairs.
+        const redisReply* tokens = suffix == "rw" ? replies.replies[first + 2].get() : b;
+        std::map<std::string_view, const redisReply*> token_of;
+        for (std::size_t i = 0; tokens->type == REDIS_REPLY_ARRAY && i + 1 < tokens->elements; i += 2)
+          token_of[text_of(tokens->element[i])] = tokens->element[i + 1];
+        const redisReply* entries = suffix == "rw" ? b : a;
+        const std::string kind = suffix == "rw" ? "read" : "permit";
+        for (std::size_t i = 0; entries->type == REDIS_REPLY_ARRAY && i + 1 < entries->elements; i += 2) {
+          std::string_view owner = text_of(entries->element[i]);
+          auto expires = signed_number(entries->element[i + 1]);
+          auto token = token_of.find(owner);
+          if (!expires || *expires <= now_ms || token == token_of.end()) continue;
+          auto info = leased(name, owner, token->second, *expires, kind);
+          found[{name, kind + std::string(owner)}] = std::move(info);
+        }
+        if (suffix == "rw" && a->type == REDIS_REPLY_ARRAY && a->elements == 3 &&
+            a->element[0]->type == REDIS_REPLY_STRING) {
+          auto expires = signed_number(a->element[2]);
+          if (expires && *expires > now_ms)
+            found[{name, "write"}] = leased(name, text_of(a->element[0]), a->element[1], *expires, "write");
+        }
       }
-      if (!failed.ok()) return failed;
     } while (cursor != "0");
     std::vector<LockInfo> out;
     out.reserve(found.size());
-    for (auto& [name, info] : found) out.push_back(std::move(info));
+    for (auto& [key, info] : found) out.push_back(std::move(info));
+    // By name, then in the order the holds were granted.
+    std::sort(out.begin(), out.end(), [](const LockInfo& a, const LockInfo& b) {
+      return std::tie(a.name, a.token) < std::tie(b.name, b.token);
+    });
+    return out;
+  }
+
+  // An election's leader: its id, and (watch) a Waiter told when the leader changes.
+  Result<Holder> holder(std::string_view name, LockKind kind, bool watch) override {
+    if (kind != LockKind::latch) return Status(errc::unsupported, "redis backend: holder() is for elections");
+    const auto deadline = steady::now() + config_.op_timeout;
+    const std::string step = "reading the leader of '" + std::string(name) + "'";
+    WatchSlot slot(store_, watch, observer_tag(name));
+    const std::string base = config_.prefix + "{" + std::string(name) + "}:";
+    const std::string lock = base + "leader", observers = base + "leader:observers", ttl = ms(watcher_ttl);
+    const std::string_view keys[] = {lock, observers};
+    const std::string_view args[] = {slot.entry(), ttl};
+    auto reply = pool_.eval(Script::observe, keys, args, deadline, step, lock);
+    if (!reply) return reply.status();
+    const redisReply* r = reply->get();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1) return unexpected(step);
+    Holder out;
+    if (integer(r->element[0]) == 1 && r->elements == 2) out.data = std::string(text_of(r->element[1]));
+    out.change = slot.take();
     return out;
   }
 
   // Called by a leaving waiter: takes its entry out of the queue if a
   // failed attempt put it there. Best effort: if the server can't be
   // reached, the entry's deadline (waiter_ttl) removes it.
-  void leave(const std::shared_ptr<Subscriber::Slot>& slot) noexcept {
+  void leave(const std::shared_ptr<Subscriber::Slot>& slot, LockKind kind) noexcept {
     try {
+      // Handed the lock and gone before taking it: give it on.
+      if (auto handover = subscriber_.untaken_handover(*slot)) {
+        LockRequest request{slot->name, slot->owner, milliseconds(handover->lease_ms)};
+        request.kind = kind;
+        Grant grant;
+        grant.token = handover->token;
+        (void)release(request, grant);
+      }
       if (!subscriber_.remove(slot)) return;
       const auto deadline = steady::now() + config_.op_timeout;
       const std::string step = "leaving the queue of '" + slot->name + "'";
-      const LockKeys keys = keys_of(slot->name);
-      const std::string entry = entry_of(slot->owner);
+      const Layout& layout = layout_of(kind);
+      const Keys keys = keys_of(slot->name, layout);
+      const std::string entry = store_.entry(slot->owner);
       const std::string_view args[] = {entry, channel_prefix_, slot->name};
-      (void)pool_.eval(Script::leave, keys.all(), args, deadline, step, keys.lock);
+      (void)pool_.eval(layout.leave, keys.all(), args, deadline, step, keys[0]);
     } catch (...) {
     }
   }
@@ -372,11 +593,7 @@ class RedisBackend final : public Backend, public LockDriver {
   Subscriber& subscriber() noexcept { return subscriber_; }
 
  private:
-  LockKeys keys_of(std::string_view name) const {
-    std::string base = config_.prefix + "{" + std::string(name) + "}:";
-    return LockKeys{base + "lock", base + "queue", base + "waiters"};
-  }
-  std::string entry_of(const std::string& owner) const { return client_id_ + "/" + owner; }
+  Keys keys_of(std::string_view name, const Layout& layout) const { return Keys(store_.base(name), layout.suffixes); }
 
   const Config config_;
   const std::string client_id_;
@@ -384,9 +601,27 @@ class RedisBackend final : public Backend, public LockDriver {
   ScriptShas shas_;  // written by start(), read-only afterwards
   Pool pool_;
   Subscriber subscriber_;
+  const Store store_;
+  std::unique_ptr<CounterDriver> counters_;
+  std::unique_ptr<LatchDriver> latches_;
+  std::unique_ptr<BarrierDriver> barriers_;
 };
 
-RedisWaiter::~RedisWaiter() { backend_.leave(slot_); }
+RedisWaiter::~RedisWaiter() { backend_.leave(slot_, kind_); }
+
+// The lock a release handed to us, valid until (on our clock) the earliest
+// moment the server can expire it: our last attempt ran on the server no
+// earlier than it was sent, so server time S maps to no earlier than
+// sent + (S - that attempt's server time); 1 ms for the clock's resolution.
+std::optional<Grant> RedisWaiter::take_grant() {
+  auto taken = backend_.subscriber().take_handover(*slot_);
+  if (!taken) return std::nullopt;
+  Grant grant;
+  grant.token = taken->handover.token;
+  grant.valid_until = taken->attempt_sent +
+                      milliseconds(taken->handover.server_ms - taken->attempt_server_ms - 1 + taken->handover.lease_ms);
+  return grant;
+}
 
 Status RedisWaiter::wait_until(steady::time_point until) {
   backend_.subscriber().wait(*slot_, until);

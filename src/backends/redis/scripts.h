@@ -1,12 +1,11 @@
 // scripts.h — the Lua scripts of the redis backend (text in scripts.cpp).
 //
 // Every script gets its keys through KEYS[] (so ACL key patterns apply) and
-// runs atomically on the server. Keys of one lock (see redis_backend.cpp):
-//   KEYS[1] lock     hash {owner, token, last_token}
-//   KEYS[2] queue    list of waiter entries, oldest first
-//   KEYS[3] waiters  zset: waiter entry -> liveness deadline (server ms)
-// A waiter entry is "<client id>/<owner>"; a wake-up is a PUBLISH on
-// "<prefix>client:<client id>" of "<entry>\n<lock name>".
+// runs atomically on the server; all keys of one call share the name's hash
+// tag, so one cluster slot. The keys each family expects are listed below
+// and laid out in redis_backend.cpp. A waiter entry is "<client id>/<slot>";
+// a wake-up is a PUBLISH on "<prefix>client:<client id>" of
+// "<entry>\n<tag>" (subscriber.h).
 #pragma once
 
 #include <array>
@@ -16,16 +15,52 @@
 namespace dlock::detail::redis {
 
 enum class Script {
+  // Mutex, and an Election's leadership (with KEYS[4] observers):
+  // KEYS lock hash {owner, token, last_token[, data]}, queue list, waiters zset[, observers zset]
   acquire,        // take the lock or queue us; {1, token} or {0, ms until worth retrying (-1 unknown)}
   release,        // owner+token checked delete, keep last_token, wake one; 1 or 0 (not ours)
-  renew,          // owner+token checked PEXPIRE; 1 or 0 (not ours)
+  renew,          // KEYS[1] only: owner+token checked PEXPIRE; 1 or 0 (not ours)
   leave,          // take our waiter entry out of the queue; pass a wake-up on if we had it
   force_release,  // drop the holder whoever it is, keep last_token, wake one; 1 or 0 (was free)
+  observe,        // KEYS lock, observers: {1, data} or {0}; registers a watcher entry if given
+  // SharedMutex: KEYS rw hash {writer, wtoken, wexp, last_token}, readers zset (owner -> expiry),
+  // reader tokens hash, queue list, waiters zset
+  rw_acquire,     // {1, token} or {0, ms until worth retrying (-1 unknown)}
+  rw_release,     // 1 or 0 (not ours); wakes the writer or the readers that may go now
+  rw_renew,       // KEYS 1-3: 1 or 0
+  rw_leave,       // as leave, for the read-write queue
+  rw_force,       // drops the writer and every reader; 1 or 0 (was free)
+  // Semaphore: KEYS meta hash {declared, last_token}, permits zset (owner -> expiry), permit
+  // tokens hash, queue list, waiters zset
+  permit_acquire,  // {1, token}, {0, ms until worth retrying}, or {-1, declared} (count conflicts)
+  permit_release,  // 1 or 0 (not ours); wakes one waiter per free permit
+  permit_renew,    // KEYS 1-3: 1 or 0
+  permit_leave,    // as leave, waking as many as there are free permits
+  permit_force,    // drops every permit; 1 or 0 (none was out)
+  // Counter: KEYS counter hash {value, width}
+  counter_store,  // {1} or {-1, width} (out of range)
+  counter_add,    // {1, value before} or {-1, width} (out of range) or {-2} (int64 overflow)
+  counter_cas,    // {1} or {0, value seen} or {-1, width}
+  // Latch: KEYS latch hash {count}, watchers zset
+  latch_read,        // the count (a string); registers a watcher entry if given and count > 0
+  latch_count_down,  // the count after; wakes every watcher when it reaches 0
+  // Barrier: KEYS state hash {open}, members zset (member -> expiry), left set, watchers zset
+  barrier_join,    // 1
+  barrier_enter,   // 1 (open), 0 (not yet), -1 (our member is gone)
+  barrier_leave,   // 1 (everyone has left), 0 (not yet)
+  barrier_remove,  // 1
+  member_renew,    // KEYS 1-2: 1 or 0
 };
-inline constexpr std::size_t script_count = 5;
+inline constexpr std::size_t script_count = 26;
 
-inline constexpr std::array<Script, script_count> all_scripts = {Script::acquire, Script::release, Script::renew,
-                                                                  Script::leave, Script::force_release};
+inline constexpr std::array<Script, script_count> all_scripts = {
+    Script::acquire,        Script::release,       Script::renew,          Script::leave,
+    Script::force_release,  Script::observe,       Script::rw_acquire,     Script::rw_release,
+    Script::rw_renew,       Script::rw_leave,      Script::rw_force,       Script::permit_acquire,
+    Script::permit_release, Script::permit_renew,  Script::permit_leave,   Script::permit_force,
+    Script::counter_store,  Script::counter_add,   Script::counter_cas,    Script::latch_read,
+    Script::latch_count_down, Script::barrier_join, Script::barrier_enter, Script::barrier_leave,
+    Script::barrier_remove, Script::member_renew};
 
 // The Lua source of a script.
 const std::string& script_text(Script script);

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <vector>
 
 namespace dlock::detail::redis {
 namespace {
@@ -79,9 +81,29 @@ std::shared_ptr<Subscriber::Slot> Subscriber::find(const std::string& owner, con
   return it != slots_.end() && it->second->name == name ? it->second : nullptr;
 }
 
-void Subscriber::set_queued(Slot& slot, bool queued) {
+void Subscriber::set_queued(Slot& slot, bool queued, steady::time_point sent, std::int64_t server_ms) {
   std::lock_guard lk(mu_);
   slot.queued = queued;
+  if (queued && server_ms >= 0) {
+    slot.attempt_sent = sent;
+    slot.attempt_server_ms = server_ms;
+  }
+}
+
+std::optional<Subscriber::Taken> Subscriber::take_handover(Slot& slot) {
+  std::lock_guard lk(mu_);
+  if (!slot.handover || slot.handover->taken || slot.attempt_server_ms < 0) return std::nullopt;
+  slot.handover->taken = true;
+  slot.queued = false;  // the release took our entry out of the queue
+  return Taken{*slot.handover, slot.attempt_sent, slot.attempt_server_ms};
+}
+
+std::optional<Subscriber::Handover> Subscriber::untaken_handover(Slot& slot) {
+  std::lock_guard lk(mu_);
+  if (!slot.handover || slot.handover->taken) return std::nullopt;
+  auto out = slot.handover;
+  slot.handover.reset();
+  return out;
 }
 
 void Subscriber::wait(Slot& slot, steady::time_point until) {
@@ -99,7 +121,9 @@ void Subscriber::wake_all() {
 }
 
 // A message "<client id>/<owner>\n<name>" wakes the slot of that owner, if
-// it still waits for that lock.
+// it still waits for that lock; "…\n<token>\n<server ms>\n<lease ms>" after
+// the name says the release handed the lock to it. (Names hold no control
+// characters.)
 void Subscriber::dispatch(const redisReply* r) {
   if (!is_array_starting(r, "message") || r->elements != 3 || r->element[2]->type != REDIS_REPLY_STRING) return;
   std::string_view payload(r->element[2]->str, r->element[2]->len);
@@ -107,10 +131,29 @@ void Subscriber::dispatch(const redisReply* r) {
   auto newline = payload.find('\n');
   if (slash == std::string_view::npos || newline == std::string_view::npos || newline < slash) return;
   std::string owner(payload.substr(slash + 1, newline - slash - 1));
-  std::string_view name = payload.substr(newline + 1);
+  std::string_view rest = payload.substr(newline + 1);
+  std::vector<std::string_view> fields;
+  for (auto cut = rest.find('\n'); cut != std::string_view::npos; cut = rest.find('\n')) {
+    fields.push_back(rest.substr(0, cut));
+    rest.remove_prefix(cut + 1);
+  }
+  fields.push_back(rest);
+  std::optional<Handover> handover;
+  if (fields.size() == 4) {
+    Handover h;
+    auto number = [](std::string_view text, auto& value) {
+      auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      return ec == std::errc{} && ptr == text.data() + text.size();
+    };
+    if (!number(fields[1], h.token) || !number(fields[2], h.server_ms) || !number(fields[3], h.lease_ms)) return;
+    handover = h;
+  } else if (fields.size() != 1) {
+    return;
+  }
   std::lock_guard lk(mu_);
   auto it = slots_.find(owner);
-  if (it == slots_.end() || it->second->name != name) return;
+  if (it == slots_.end() || it->second->name != fields[0]) return;
+  if (handover) it->second->handover = handover;
   it->second->notified = true;
   it->second->cv.notify_one();
 }

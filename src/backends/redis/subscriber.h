@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -24,6 +25,14 @@ namespace dlock::detail::redis {
 
 class Subscriber {
  public:
+  // The lock as a release handed it over: token, the server's clock then
+  // (ms), and the lease it was given (ms).
+  struct Handover {
+    std::uint64_t token = 0;
+    std::int64_t server_ms = 0;
+    std::int64_t lease_ms = 0;
+    bool taken = false;
+  };
   // One waiting thread (a Waiter) of this client.
   struct Slot {
     std::string owner;
@@ -32,6 +41,12 @@ class Subscriber {
     // Whether the store may have our entry in the lock's queue (a failed
     // attempt put it there): then leaving must take it out.
     bool queued = false;    // guarded by Subscriber's mutex
+    // The last attempt that queued us: when it was sent (our clock) and the
+    // server's clock when it ran (ms; -1 none yet). Guarded by the mutex.
+    steady::time_point attempt_sent{};
+    std::int64_t attempt_server_ms = -1;
+    // A release handed the lock to us (its wake-up carried the token).
+    std::optional<Handover> handover;  // guarded by Subscriber's mutex
     std::condition_variable cv;
   };
 
@@ -49,7 +64,19 @@ class Subscriber {
   bool remove(const std::shared_ptr<Slot>& slot);
   // The slot of `owner` waiting for `name`, or nullptr.
   std::shared_ptr<Slot> find(const std::string& owner, const std::string& name);
-  void set_queued(Slot& slot, bool queued);
+  // After an attempt: whether it left us queued, and (queued) when it was
+  // sent and the server's clock when it ran.
+  void set_queued(Slot& slot, bool queued, steady::time_point sent = {}, std::int64_t server_ms = -1);
+  // The handover to this slot if one came and was not taken yet; marks it taken.
+  // With the slot's last attempt, for the validity.
+  struct Taken {
+    Handover handover;
+    steady::time_point attempt_sent;
+    std::int64_t attempt_server_ms;
+  };
+  std::optional<Taken> take_handover(Slot& slot);
+  // A handover nobody took (the waiter left first); clears it.
+  std::optional<Handover> untaken_handover(Slot& slot);
   // Until the slot is notified or `until`; clears the notification.
   void wait(Slot& slot, steady::time_point until);
 

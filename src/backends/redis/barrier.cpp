@@ -1,0 +1,104 @@
+// The double barrier on redis:// (layout in redis_backend.cpp):
+//   <prefix>{<name>}:barrier           hash  open  while this round is open
+//   <prefix>{<name>}:barrier:members   zset  member id -> lease end (server ms)
+//   <prefix>{<name>}:barrier:left      set   members that have called leave
+//   <prefix>{<name>}:barrier:watchers  zset  watcher entry -> deadline
+// Members are leased (BarrierDriver::leased_members): the client's lease
+// keeper renews them with the locks, and a member that stops renewing is
+// dropped, so a dead member never counts. The member that fills the
+// barrier opens it and wakes every watcher; the last live member to leave
+// deletes the round's keys and wakes the rest.
+#include "backends/redis/store.h"
+
+#include <atomic>
+
+namespace dlock::detail::redis {
+namespace {
+
+class Barriers final : public BarrierDriver {
+ public:
+  explicit Barriers(const Store& store) : store_(store) {}
+
+  bool leased_members() const override { return true; }
+
+  Result<std::string> join(const std::string& name, std::chrono::milliseconds lease,
+                           steady::time_point deadline) override {
+    const std::string member = store_.client_id + "-m" + std::to_string(next_.fetch_add(1));
+    const std::string l = ms(lease);
+    const std::string_view args[] = {member, l};
+    auto reply = run(Script::barrier_join, name, args, deadline, "joining barrier '" + name + "'");
+    if (!reply) return reply.status();
+    return member;
+  }
+
+  Result<BarrierCheck> entered(const std::string& name, const std::string& member, int parties, bool watch,
+                               steady::time_point deadline) override {
+    const std::string step = "entering barrier '" + name + "'";
+    WatchSlot slot(store_, watch, tag(name));
+    const std::string p = std::to_string(parties), ttl = ms(watcher_ttl), t = tag(name);
+    const std::string_view args[] = {member, p, slot.entry(), ttl, store_.channel_prefix, t};
+    auto reply = run(Script::barrier_enter, name, args, deadline, step);
+    if (!reply) return reply.status();
+    switch (integer(reply->get())) {
+      case 1:
+        return BarrierCheck{true, nullptr};
+      case 0:
+        return BarrierCheck{false, slot.take()};
+      case -1:
+        return Status(errc::lock_lost, "barrier '" + name +
+                                           "': our member entry is gone (its lease ran out while it waited to "
+                                           "enter); this member is out: arrive again");
+      default:
+        return unexpected(step);
+    }
+  }
+
+  Result<BarrierCheck> left(const std::string& name, const std::string& member, bool watch,
+                            steady::time_point deadline) override {
+    const std::string step = "leaving barrier '" + name + "'";
+    WatchSlot slot(store_, watch, tag(name));
+    const std::string ttl = ms(watcher_ttl), t = tag(name);
+    const std::string_view args[] = {member, slot.entry(), ttl, store_.channel_prefix, t};
+    auto reply = run(Script::barrier_leave, name, args, deadline, step);
+    if (!reply) return reply.status();
+    switch (integer(reply->get())) {
+      case 1:
+        return BarrierCheck{true, nullptr};
+      case 0:
+        return BarrierCheck{false, slot.take()};
+      default:
+        return unexpected(step);
+    }
+  }
+
+  void remove(const std::string& name, const std::string& member, steady::time_point deadline) noexcept override {
+    try {
+      const std::string t = tag(name);
+      const std::string_view args[] = {member, store_.channel_prefix, t};
+      (void)run(Script::barrier_remove, name, args, deadline, "leaving barrier '" + name + "'");
+    } catch (...) {
+      // Best effort: the member's lease ends it anyway.
+    }
+  }
+
+ private:
+  static std::string tag(const std::string& name) { return "barrier:" + name; }
+
+  Result<Reply> run(Script script, const std::string& name, std::span<const std::string_view> args,
+                    steady::time_point deadline, const std::string& step) {
+    const std::string base = store_.base(name);
+    const std::string state = base + "barrier", members = base + "barrier:members", gone = base + "barrier:left",
+                      watchers = base + "barrier:watchers";
+    const std::string_view keys[] = {state, members, gone, watchers};
+    return store_.pool.eval(script, keys, args, deadline, step, state);
+  }
+
+  const Store& store_;
+  std::atomic<std::uint64_t> next_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<BarrierDriver> make_barriers(const Store& store) { return std::make_unique<Barriers>(store); }
+
+}  // namespace dlock::detail::redis

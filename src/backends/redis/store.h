@@ -1,0 +1,108 @@
+// store.h — what the redis backend's drivers share: the connections, the
+// subscriber, the key layout, and the waiter that watches for one event.
+#pragma once
+
+#include "backends/redis/options.h"
+#include "backends/redis/session.h"
+#include "backends/redis/subscriber.h"
+#include "core/barrier_driver.h"
+#include "core/counter_driver.h"
+#include "core/driver.h"
+#include "core/latch_driver.h"
+
+#include <hiredis.h>
+
+#include <charconv>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dlock::detail::redis {
+
+// A watcher entry (a latch, barrier or election observer waiting for one
+// event) lives this long unless refreshed: a thread re-reads at least every
+// 500 ms but may wait on one entry for longer; a dead client's entry costs
+// one message, and is dropped at the next watch.
+inline constexpr std::chrono::milliseconds watcher_ttl{60'000};
+
+struct Store {
+  const Config& config;
+  Pool& pool;
+  Subscriber& subscriber;
+  const std::string& client_id;
+  const std::string& channel_prefix;
+
+  // "<prefix>{<name>}:" — every key of the name starts with it.
+  std::string base(std::string_view name) const { return config.prefix + "{" + std::string(name) + "}:"; }
+  // A waiter's entry in the store: "<client id>/<slot key>".
+  std::string entry(std::string_view slot_key) const { return client_id + "/" + std::string(slot_key); }
+  // The slot key of the calling thread when it watches for an event.
+  std::string watcher_key() const;
+};
+
+// A Waiter for one event (a latch reaching 0, a barrier opening, a new
+// leader): its slot in the subscriber's table, taken out when it goes.
+class EventWaiter final : public Waiter {
+ public:
+  EventWaiter(Subscriber& subscriber, std::shared_ptr<Subscriber::Slot> slot)
+      : subscriber_(subscriber), slot_(std::move(slot)) {}
+  ~EventWaiter() override { subscriber_.remove(slot_); }
+  Status wait_until(steady::time_point until) override {
+    subscriber_.wait(*slot_, until);
+    return {};
+  }
+
+ private:
+  Subscriber& subscriber_;
+  std::shared_ptr<Subscriber::Slot> slot_;
+};
+
+// Registers the calling thread's watcher slot for `tag` (before the script
+// that arms it runs, so a message right after is heard); the caller turns
+// it into an EventWaiter or lets it go.
+class WatchSlot {
+ public:
+  WatchSlot(const Store& store, bool watch, std::string tag);
+  ~WatchSlot();
+  WatchSlot(const WatchSlot&) = delete;
+  WatchSlot& operator=(const WatchSlot&) = delete;
+  // The entry to pass to the script ("" if not watching).
+  const std::string& entry() const noexcept { return entry_; }
+  // The Waiter, if watching; the slot then stays registered.
+  std::unique_ptr<Waiter> take();
+
+ private:
+  Subscriber& subscriber_;
+  std::shared_ptr<Subscriber::Slot> slot_;
+  std::string entry_;
+};
+
+inline std::int64_t integer(const redisReply* r) {
+  return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+}
+
+// A string reply holding exactly a decimal T, else nullopt.
+template <class T>
+std::optional<T> number(const redisReply* r) {
+  if (!r || r->type != REDIS_REPLY_STRING) return std::nullopt;
+  T value{};
+  auto [ptr, ec] = std::from_chars(r->str, r->str + r->len, value);
+  if (ec != std::errc{} || ptr != r->str + r->len) return std::nullopt;
+  return value;
+}
+inline std::optional<std::int64_t> signed_number(const redisReply* r) { return number<std::int64_t>(r); }
+inline std::optional<std::uint64_t> unsigned_number(const redisReply* r) { return number<std::uint64_t>(r); }
+
+inline Status unexpected(std::string_view step) {
+  return Status(errc::internal, "redis backend: " + std::string(step) + ": unexpected reply from the script");
+}
+
+inline std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()); }
+
+// Counter and Latch, Barrier (counters.cpp, barrier.cpp).
+std::unique_ptr<CounterDriver> make_counters(const Store& store);
+std::unique_ptr<LatchDriver> make_latches(const Store& store);
+std::unique_ptr<BarrierDriver> make_barriers(const Store& store);
+
+}  // namespace dlock::detail::redis
