@@ -13,12 +13,15 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace dlock::test {
 namespace {
@@ -172,6 +175,40 @@ TEST_F(StoppedWaiter, AStoppedCandidateInLineStopsHoldingTheNextBack) {
   next.resign();
   queued->signal(SIGCONT);
   EXPECT_TRUE(queued->read_line(scaled(10s)).value_or("").starts_with("acquired ")) << "the candidate never led";
+}
+
+// Observers waiting for a leader change sleep in the kernel: one observer's
+// read must not wake the others (which would read, and wake it, in turn).
+TEST(FileElection, WaitingObserversDoNotWakeEachOther) {
+  TempDir dir;
+  const std::string url = "file://" + dir.path() + "/locks";
+  auto leading = dlock::connect(url);
+  auto leader = leading->election("observed");
+  leader.campaign("the-leader");
+  // Read system calls made by this process so far (/proc/self/io).
+  auto reads = [] {
+    std::ifstream io("/proc/self/io");
+    std::string key;
+    std::uint64_t value = 0;
+    while (io >> key >> value)
+      if (key == "syscr:") return value;
+    return std::uint64_t{0};
+  };
+  const auto before = reads();
+  std::vector<std::thread> observers;
+  for (int i = 0; i < 3; ++i)
+    observers.emplace_back([&] {
+      auto c = dlock::connect(url);
+      auto watch = c->election("observed");
+      EXPECT_EQ(watch.wait_leader_change_for("the-leader", 1s), "the-leader");
+    });
+  for (auto& t : observers) t.join();
+  // Each observer reads the leader a few times (at the start, each 500 ms
+  // safety net); woken by each other's reads they would read hundreds of times.
+  const auto made = reads() - before;
+  std::printf("%llu read calls by 3 observers in 1 s\n", static_cast<unsigned long long>(made));
+  EXPECT_LT(made, 200u) << "observers waiting for a change woke each other";
+  leader.resign();
 }
 
 // What `dlock status` shows: every kind held on file://, one line per

@@ -278,17 +278,21 @@ class FileBackend final : public Backend, public LockDriver {
     if (kind != LockKind::latch) return Status(errc::unsupported, "file backend: holder() is for elections");
     const std::string file = encode_name(name, FileKind::election);
     Holder out;
-    if (watch) {
-      // Armed before the read, so a change in between is not missed; the
-      // file exists from here on (a new one reads as nobody leading).
+    // Read-only: closing it raises no IN_CLOSE_WRITE, which would wake every
+    // other observer into reading (and closing) again.
+    auto fd = dir_.open(file, false);
+    if (!fd) return fd.status();
+    if (*fd < 0 && watch) {
+      // A watch needs the file: made once (a new one reads as nobody leading).
       auto made = dir_.open(file, true);
       if (!made) return made.status();
       ::close(*made);
-      out.change = watch_file(dir_.path_of(file), wake_on_change);
+      fd = dir_.open(file, false);
+      if (!fd) return fd.status();
     }
-    auto fd = dir_.open(file, false);
-    if (!fd) return fd.status();
     if (*fd < 0) return out;
+    // Armed before the read, so a change in between is not missed.
+    if (watch) out.change = watch_file(dir_.path_of(file), wake_on_change);
     Status s = read_leader(*fd, out.data);
     ::close(*fd);
     if (!s) return s;
