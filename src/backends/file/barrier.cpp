@@ -119,7 +119,7 @@ Result<BarrierCheck> Barriers::entered(const std::string& name, const std::strin
   if (!m) return Status(errc::lock_lost, "barrier '" + name + "': this member is not in it any more");
   BarrierCheck out;
   // Armed before the read, so a change in between is not missed.
-  if (watch) out.change = watch_file(dir_.path_of(barrier_file(name)), wake_on_change);
+  if (watch) out.change = dir_.watches->watch(dir_.path_of(barrier_file(name)), wake_on_change);
   if (Status s = take_guard(m->fd, true, Directory::left(deadline)); !s) return s;
   GuardScope guard(m->fd);
   auto header = read_header(m->fd);
@@ -146,7 +146,7 @@ Result<BarrierCheck> Barriers::left(const std::string& name, const std::string& 
   auto m = find(key);
   if (!m) return BarrierCheck{true, nullptr};  // out already
   BarrierCheck out;
-  if (watch) out.change = watch_file(dir_.path_of(barrier_file(name)), wake_on_change);
+  if (watch) out.change = dir_.watches->watch(dir_.path_of(barrier_file(name)), wake_on_change);
   {
     if (Status s = take_guard(m->fd, true, Directory::left(deadline)); !s) return s;
     GuardScope guard(m->fd);

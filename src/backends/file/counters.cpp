@@ -110,7 +110,7 @@ Result<LatchRead> Counters::read(const std::string& name, std::int64_t initial, 
   const int fd = (*open)->fd();
   // Armed before the read, so a count_down in between is not missed.
   std::unique_ptr<Waiter> change;
-  if (watch) change = watch_file(dir_.path_of(encode_name(name, FileKind::counter)), wake_on_write);
+  if (watch) change = dir_.watches->watch(dir_.path_of(encode_name(name, FileKind::counter)), wake_on_write);
   auto count = read_count(fd);
   if (!count) return count.status();
   if (!*count) {

@@ -16,12 +16,15 @@
 
 namespace dlock::detail::file {
 
+class Watches;  // file_waiter.h
+
 struct Directory {
   std::string path;
   int fd = -1;
   bool sync = false;  // fdatasync after each write (?fsync=true)
   std::chrono::milliseconds op_timeout{};
   std::int32_t pid = 0;  // recorded for dlock status; a client is not used across fork()
+  Watches* watches = nullptr;  // the backend's inotify instances, for Waiters
 
   std::string path_of(const std::string& file) const { return path + "/" + file; }
 

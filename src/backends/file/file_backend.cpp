@@ -108,7 +108,7 @@ steady::time_point expires_at(steady::time_point sent, std::int64_t expires_ns, 
 
 class FileBackend final : public Backend, public LockDriver {
  public:
-  explicit FileBackend(Directory dir) : dir_(std::move(dir)), counters_(dir_), barriers_(dir_) {}
+  explicit FileBackend(Directory dir) : dir_(with_watches(std::move(dir))), counters_(dir_), barriers_(dir_) {}
 
   ~FileBackend() override {
     for (auto& [name, fds] : idle_)
@@ -181,20 +181,20 @@ class FileBackend final : public Backend, public LockDriver {
     if (request.kind == LockKind::write) {
       // Waiting holds back later readers (see the top of this file).
       auto place = dir_.open(file, true);
-      if (place && lock_byte(*place, F_RDLCK, writer_waiting)) return watch_file(path, wake_on_release, *place);
+      if (place && lock_byte(*place, F_RDLCK, writer_waiting)) return watches_.watch(path, wake_on_release, *place);
       if (place) ::close(*place);
     }
     if (request.kind == LockKind::latch) {
       auto ticket = queue(request, file);
       if (ticket) {
         auto key = std::make_tuple(request.owner, request.name);
-        return watch_file(path, wake_on_release, ticket->second, [this, key] {
+        return watches_.watch(path, wake_on_release, ticket->second, [this, key] {
           std::lock_guard lk(mu_);
           tickets_.erase(key);
         });
       }
     }
-    return watch_file(path, wake_on_release);
+    return watches_.watch(path, wake_on_release);
   }
 
   Status release(const LockRequest& request, Grant& grant) override {
@@ -292,7 +292,7 @@ class FileBackend final : public Backend, public LockDriver {
     }
     if (*fd < 0) return out;
     // Armed before the read, so a change in between is not missed.
-    if (watch) out.change = watch_file(dir_.path_of(file), wake_on_change);
+    if (watch) out.change = watches_.watch(dir_.path_of(file), wake_on_change);
     Status s = read_leader(*fd, out.data);
     ::close(*fd);
     if (!s) return s;
@@ -620,6 +620,12 @@ class FileBackend final : public Backend, public LockDriver {
     ::close(fd);
   }
 
+  Directory with_watches(Directory dir) {
+    dir.watches = &watches_;
+    return dir;
+  }
+
+  Watches watches_;  // before dir_: every Waiter goes before it
   const Directory dir_;
   Counters counters_;
   Barriers barriers_;
