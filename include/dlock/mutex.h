@@ -106,10 +106,19 @@ class Mutex {
   // Never throws: a failed release or an unlock by a thread that does not
   // hold the lock is counted and otherwise ignored. Use unlock_checked() to
   // see the outcome.
+  //
+  // On redis:// the release is sent and not waited for (one round trip
+  // less per critical section): the server runs it before anything this
+  // client sends after it on that connection, and its answer is read
+  // later — a failure is counted in stats().failed_releases and logged. The
+  // lock is free once the server has run it, which another process may not
+  // see for a moment after unlock() returns; a release that never arrives
+  // is a lease expiry. Other stores release before returning.
   void unlock() noexcept;
 
-  // unlock() that reports: not_owner if the calling thread does not hold the
-  // lock (nothing is changed), lock_lost if the lease was already gone,
+  // unlock() that reports, and so waits for the store's answer on every
+  // backend: not_owner if the calling thread does not hold the lock
+  // (nothing is changed), lock_lost if the lease was already gone,
   // unavailable if the store could not be told (the lease then runs out).
   Status unlock_checked() noexcept;
 

@@ -35,6 +35,9 @@ ClientState::~ClientState() {
     if (store_answers && backend_->locks().release(hold->request, hold->grant).code() == errc::unavailable)
       store_answers = false;
   }
+  // Every unlock() still in flight is answered (or given up on) before the
+  // counters it reports to go.
+  backend_->flush(steady::now() + (store_answers ? options_.op_timeout : std::chrono::milliseconds(0)));
 }
 
 Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const MutexOptions& options,
@@ -125,7 +128,7 @@ std::shared_ptr<Hold> ClientState::keep(LockRequest request, Grant grant, const 
   return hold;
 }
 
-Status ClientState::release(const std::string& name, LockKind kind) noexcept {
+Status ClientState::release(const std::string& name, LockKind kind, bool wait) noexcept {
   try {
     std::shared_ptr<Hold> hold;
     {
@@ -139,14 +142,25 @@ Status ClientState::release(const std::string& name, LockKind kind) noexcept {
       hold = std::move(it->second);
       holds_.erase(it);
     }
-    return let_go(*hold, true);
+    return let_go(*hold, true, wait);
   } catch (const std::exception& e) {
     failed_releases_.fetch_add(1);
     return Status(errc::internal, std::string("unlock '") + name + "': " + e.what());
   }
 }
 
-Status ClientState::let_go(Hold& hold, bool release) noexcept {
+void ClientState::account_release(const Status& s, LockKind kind, const std::string& name) noexcept {
+  try {
+    (s.ok() ? releases_ : failed_releases_).fetch_add(1, std::memory_order_relaxed);
+    if (!s.ok())
+      backend_->events().log(LogLevel::warning,
+                             std::string("releasing ") + std::string(kind_name(kind)) + " '" + name + "' failed: " +
+                                 s.message());
+  } catch (...) {
+  }
+}
+
+Status ClientState::let_go(Hold& hold, bool release, bool wait) noexcept {
   const std::string& name = hold.request.name;
   try {
     const bool was_lost = hold.lost.load() || hold.past_deadline();
@@ -154,6 +168,12 @@ Status ClientState::let_go(Hold& hold, bool release) noexcept {
     // without hold.mu and never holds up the lease keeper.
     keeper_->remove(&hold);
     hold.stop_renewals();
+    if (release && !wait && !was_lost) {
+      // The store's answer comes later; it is counted and logged then.
+      backend_->locks().release_async(hold.request, hold.grant,
+                                      [this, kind = hold.request.kind, name](Status s) { account_release(s, kind, name); });
+      return {};
+    }
     Status s = release ? backend_->locks().release(hold.request, hold.grant) : Status{};
     if (was_lost) {
       hold.mark_lost();  // outside every lock: it may run stop callbacks
@@ -163,10 +183,7 @@ Status ClientState::let_go(Hold& hold, bool release) noexcept {
         s = Status(errc::lock_lost, "unlock '" + name + "': the lease had been lost before unlock" +
                                         (s.ok() ? std::string() : " (and releasing failed too: " + s.message() + ")"));
     }
-    (s.ok() ? releases_ : failed_releases_).fetch_add(1, std::memory_order_relaxed);
-    if (!s.ok())
-      backend_->events().log(LogLevel::warning, std::string("releasing ") + std::string(kind_name(hold.request.kind)) +
-                                                    " '" + name + "' failed: " + s.message());
+    account_release(s, hold.request.kind, name);
     return s;
   } catch (const std::exception& e) {
     failed_releases_.fetch_add(1);

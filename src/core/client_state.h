@@ -36,7 +36,9 @@ class ClientState {
   // `data` is stored with the store's entry for the hold (LockRequest::data).
   Result<bool> acquire(const std::string& name, LockKind kind, const MutexOptions& options,
                        steady::time_point deadline, std::string data = {});
-  Status release(const std::string& name, LockKind kind) noexcept;
+  // wait = false: Mutex::unlock() — the store's answer is not waited for
+  // (LockDriver::release_async); it is counted and logged when it comes.
+  Status release(const std::string& name, LockKind kind, bool wait = true) noexcept;
   // The calling thread's hold of `name` as `kind`, or nullptr.
   std::shared_ptr<Hold> find(const std::string& name, LockKind kind) const;
   Status force_release(const std::string& name);
@@ -52,7 +54,7 @@ class ClientState {
   // Stops renewing `hold` and, if `release`, releases it in the store.
   // lock_lost if its lease had been lost before (the store's own error, if
   // any, in the message).
-  Status let_go(Hold& hold, bool release) noexcept;
+  Status let_go(Hold& hold, bool release, bool wait = true) noexcept;
 
   // The backend's semaphores, or (Backend::supports_permits) core's, made of
   // permits; nullptr if it has neither.
@@ -70,6 +72,8 @@ class ClientState {
   // (lock name, kind, thread ordinal): ordinals are never reused, unlike
   // std::thread::id, so a new thread can never inherit a hold left by one that ended.
   using Key = std::tuple<std::string, LockKind, std::uint64_t>;
+
+  void account_release(const Status& s, LockKind kind, const std::string& name) noexcept;
 
   std::unique_ptr<Backend> backend_;
   std::string client_id_;

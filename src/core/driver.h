@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -150,6 +151,16 @@ class LockDriver {
   // lock_lost if it was not ours any more; the grant is consumed either way.
   virtual Status release(const LockRequest& request, Grant& grant) = 0;
 
+  // The same without waiting for the store's answer (Mutex::unlock): sends
+  // the release, returns, and `done` gets the outcome later, from a thread
+  // of the client's (it must not block). Where the store runs a
+  // connection's commands in order, a later command of this client on that
+  // connection sees it applied. Everything needed is copied before it
+  // returns. By default: release(), then done.
+  virtual void release_async(const LockRequest& request, Grant& grant, std::function<void(Status)> done) {
+    done(release(request, grant));
+  }
+
   // Extends every lease in `batch`, in as few round trips as the store allows.
   virtual void renew(std::span<Renewal> batch) = 0;
 
@@ -209,6 +220,10 @@ class Backend {
   virtual SemaphoreDriver* semaphores() { return nullptr; }
   // Barrier; nullptr where the backend has none.
   virtual BarrierDriver* barriers() { return nullptr; }
+
+  // Waits (until `deadline`) for the outcome of every release_async still
+  // unanswered, so that no `done` runs after the client goes.
+  virtual void flush(steady::time_point deadline) { (void)deadline; }
 
   // Where the backend's session code reports a connection lost or restored
   // (counted in ClientStats, logged through ClientOptions::log).

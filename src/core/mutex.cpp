@@ -23,7 +23,7 @@ bool Mutex::acquire_until(std::chrono::steady_clock::time_point deadline) {
   return client_->acquire(name_, detail::LockKind::mutex, options_, deadline).value();
 }
 
-void Mutex::unlock() noexcept { (void)client_->release(name_, detail::LockKind::mutex); }
+void Mutex::unlock() noexcept { (void)client_->release(name_, detail::LockKind::mutex, false); }
 
 Status Mutex::unlock_checked() noexcept { return client_->release(name_, detail::LockKind::mutex); }
 

@@ -29,6 +29,9 @@ struct BackendUnderTest {
   bool reports_remaining = true;
   // Whether it has the read-write lock (Client::shared_mutex).
   bool shared = false;
+  // Whether no waiter waits much longer than the holds queued before it
+  // with the default options (a FIFO queue, or max_barging_wait honoured).
+  bool bounded_wait = false;
   // Whether a SharedMutex's writer may take the read lock too (downgrade).
   bool downgrade = false;
   // Whether it has Counter and Latch (Client::counter, Client::latch).
@@ -66,6 +69,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.push_back({"redis", [](const std::string& dir) { return server_url("redis") + "/0?prefix=" + unique_prefix(dir); },
                  false, true, true});
   all.back().shared = true;
+  all.back().bounded_wait = true;
   all.back().downgrade = true;
   all.back().counters = true;
   all.back().election = true;
@@ -84,6 +88,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().election = true;
   all.back().semaphore = true;
   all.back().barrier = true;
+  all.back().bounded_wait = true;
   all.back().woken_per_release = 2;
 #endif
   return all;

@@ -71,6 +71,47 @@ TEST_P(Conformance, MutualExclusionAcrossProcesses) {
   EXPECT_EQ(counts.counter, processes * sections) << "lost updates under the lock";
 }
 
+// 8 contenders in 8 processes, default options: where the store keeps a
+// queue no waiter waits much longer than the holds queued before it (7 of
+// ~2 ms here, plus the default max_barging_wait and the handoffs), where
+// unbounded barging lets one process keep the lock for streaks. The bound
+// is loose for a loaded 2-core machine: the point is tens of ms, not seconds.
+TEST_P(Conformance, NoWaiterWaitsFarLongerThanTheQueueBeforeIt) {
+  if (!GetParam().bounded_wait) GTEST_SKIP() << GetParam().name << " serves waiters as its store does";
+  constexpr int processes = 8, sections = 60;
+  FencedResource resource(resource_path(), true);
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int i = 0; i < processes; ++i)
+    workers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+        DLOCK_TEST_WORKER, "hammer", url(), lock_name(), std::to_string(sections), resource_path(), "2000"}));
+  for (auto& w : workers) EXPECT_EQ(w->wait(scaled(120s)), std::optional<int>(0));
+  const auto counts = resource.counts();
+  EXPECT_EQ(counts.counter, processes * sections);
+  std::printf("longest wait of %d x %d sections of 2 ms: %.1f ms\n", processes, sections,
+              static_cast<double>(counts.max_wait_us) / 1e3);
+  EXPECT_LT(counts.max_wait_us, std::chrono::duration_cast<std::chrono::microseconds>(scaled(400ms)).count())
+      << "a waiter waited far longer than the 7 holds that could be before it";
+}
+
+// unlock() may not wait for the store (redis), but what the same thread
+// does next sees every release it sent: none of 50 locks is left held.
+TEST_P(Conformance, UnlocksAreAppliedBeforeTheThreadsNextCall) {
+  auto c = client();
+  const std::string prefix = lock_name() + "/";
+  for (int i = 0; i < 50; ++i) {
+    auto m = c->mutex(prefix + std::to_string(i));
+    m.lock();
+    m.unlock();
+  }
+  EXPECT_TRUE(c->list_locks(prefix).empty()) << "a release sent by unlock() was not applied before list_locks";
+  auto last = c->mutex(prefix + "last");
+  last.lock();
+  EXPECT_TRUE(last.unlock_checked().ok());
+  EXPECT_TRUE(c->list_locks(prefix).empty());
+  const auto stats = c->stats();
+  EXPECT_EQ(stats.failed_releases, 0u);
+}
+
 // The same harness without the lock must see violations, or the test above
 // proves nothing.
 TEST_P(Conformance, OracleDetectsViolationsWithoutTheLock) {

@@ -471,5 +471,36 @@ TEST_F(RedisFault, BadCountsAndForeignKeysAreRefusedAndChangeNothing) {
     EXPECT_EQ(cli("GET '" + key + "'"), "foreign\n") << key << " was changed";
 }
 
+// unlock() sends the release and returns: a stopped server does not hold it
+// up (unlock_checked() waits, and fails within op_timeout). The release
+// runs when the server resumes, and its answer is counted then.
+TEST_F(RedisFault, UnlockDoesNotWaitForTheServer) {
+  auto client = dlock::connect(base_url(), {.op_timeout = 1s});
+  auto m = client->mutex("async"), checked = client->mutex("checked");
+  m.lock();
+  checked.lock();
+  ::kill(server_pid(), SIGSTOP);
+  auto start = steady::now();
+  m.unlock();
+  const auto unlock_took = steady::now() - start;
+  start = steady::now();
+  EXPECT_EQ(checked.unlock_checked().code(), errc::unavailable);
+  const auto checked_took = steady::now() - start;
+  ::kill(server_pid(), SIGCONT);
+  EXPECT_LT(unlock_took, scaled(200ms)) << "unlock() waited for a stopped server";
+  EXPECT_GE(checked_took, 900ms) << "unlock_checked() did not wait for the answer";
+  auto other = dlock::connect(base_url());
+  auto taker = other->mutex("async");
+  EXPECT_TRUE(taker.try_lock_for(scaled(3s))) << "the release sent by unlock() never ran";
+  taker.unlock();
+  // Both releases are accounted for: here unlock_checked() gave up on the
+  // connection (the server was silent past op_timeout), so the answer to
+  // the one unlock() sent on it is unknown too — counted as failed,
+  // although the server did run it.
+  (void)client->list_locks("async");
+  const auto stats = client->stats();
+  EXPECT_EQ(stats.releases + stats.failed_releases, 2u);
+}
+
 }  // namespace
 }  // namespace dlock::test

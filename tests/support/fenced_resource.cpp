@@ -103,6 +103,12 @@ void FencedResource::vacate() {
   --state_->occupancy;
 }
 
+void FencedResource::waited(std::chrono::steady_clock::duration wait) {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(wait).count();
+  Locked lk(&state_->mu);
+  if (us > state_->counts.max_wait_us) state_->counts.max_wait_us = us;
+}
+
 std::int64_t FencedResource::read_counter() const { return state_->counter.load(); }
 void FencedResource::write_counter(std::int64_t value) { state_->counter.store(value); }
 

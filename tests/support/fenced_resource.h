@@ -13,6 +13,7 @@
 // overlap and lost-update counting.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -26,6 +27,7 @@ struct ResourceCounts {
   std::int64_t counter = 0;             // the read-modify-write counter
   std::uint64_t occupied = 0;           // occupy() calls
   std::int64_t max_occupancy = 0;       // the most holders inside at once (occupy/vacate)
+  std::int64_t max_wait_us = 0;         // the longest wait for the lock (waited())
 };
 
 class FencedResource {
@@ -45,6 +47,8 @@ class FencedResource {
   // in, one out; counts() reports the most that were ever in at once.
   void occupy();
   void vacate();
+  // A holder waited this long for the lock; counts() reports the longest.
+  void waited(std::chrono::steady_clock::duration wait);
 
   std::int64_t read_counter() const;
   void write_counter(std::int64_t value);

@@ -47,7 +47,9 @@ int hammer(Lock* lock, const std::string& resource_path, int count, int work_us)
   for (int i = 0; i < count; ++i) {
     std::uint64_t token = 0;
     if (lock) {
+      const auto asked = std::chrono::steady_clock::now();
       lock->lock();
+      resource.waited(std::chrono::steady_clock::now() - asked);
       token = lock->token();
     }
     resource.enter(token, me);

@@ -18,7 +18,7 @@ WatchSlot::WatchSlot(const Store& store, bool watch, std::string tag) : subscrib
   if (!watch) return;
   const std::string key = store.watcher_key();
   slot_ = subscriber_.add(key, std::move(tag));
-  entry_ = store.entry(key);
+  entry_ = store.entry(*slot_);
 }
 
 WatchSlot::~WatchSlot() {

@@ -235,7 +235,7 @@ class RedisBackend final : public Backend, public LockDriver {
     // Waiting (watch() was called): this attempt queues us if it fails.
     const std::string key = slot_key(request);
     auto slot = subscriber_.find(key, request.name);
-    const std::string entry = slot ? store_.entry(key) : std::string();
+    const std::string entry = slot ? store_.entry(*slot) : std::string();
     const Layout& layout = layout_of(request.kind);
     const Keys keys = keys_of(request.name, layout);
     const std::string lease = ms(request.lease), ttl = ms(config_.waiter_ttl), retention = ms(config_.token_retention);
@@ -326,8 +326,42 @@ class RedisBackend final : public Backend, public LockDriver {
     }
     auto reply = pool_.eval(layout.release, keys.all(), args, deadline, step, keys[0]);
     if (!reply) return reply.status();
-    switch (integer(reply->get())) {
+    return released(reply->get(), what, step);
+  }
+
+  // A mutex's unlock(): the release script is written and not waited for.
+  // It runs before anything sent after it on that connection; its answer is
+  // read by whichever call reads that connection next (or flush()).
+  void release_async(const LockRequest& request, Grant& grant, std::function<void(Status)> done) override {
+    if (request.kind != LockKind::mutex) return done(release(request, grant));
+    const auto deadline = steady::now() + config_.op_timeout;
+    const Keys keys = keys_of(request.name, mutex_layout);
+    const std::string token = std::to_string(grant.token), retention = ms(config_.token_retention),
+                      waiter_ttl = ms(config_.waiter_ttl), tag;
+    const std::string_view args[] = {request.owner, token, retention, channel_prefix_, request.name, waiter_ttl, tag};
+    Batch batch;
+    batch.add_eval(pool_.sha(Script::release), keys.all(), args);
+    pool_.send(batch, deadline,
+               [what = "lock '" + request.name + "'", key = keys[0], done = std::move(done)](Replies replies) {
+                 const std::string step = "releasing " + what;
+                 if (!replies.failure.ok()) return done(replies.failure);
+                 const redisReply* r = replies.replies.empty() ? nullptr : replies.replies.front().get();
+                 if (is_noscript(r))
+                   return done(Status(errc::unavailable, "unlock " + what +
+                                                             ": the server had forgotten the script (restarted or "
+                                                             "flushed); the lease frees the lock"));
+                 if (r && r->type == REDIS_REPLY_ERROR) return done(to_status(nullptr, r, step, key));
+                 done(released(r, what, step));
+               });
+  }
+
+  void flush(steady::time_point deadline) override { pool_.flush(deadline); }
+
+  // A release script's answer as a Status.
+  static Status released(const redisReply* r, const std::string& what, std::string_view step) {
+    switch (integer(r)) {
       case 1:
+      case 2:  // our thread holds it again under a newer token: nothing to release
         return {};
       case 0:
         return Status(errc::lock_lost, "unlock " + what +
@@ -583,7 +617,7 @@ class RedisBackend final : public Backend, public LockDriver {
       const std::string step = "leaving the queue of '" + slot->name + "'";
       const Layout& layout = layout_of(kind);
       const Keys keys = keys_of(slot->name, layout);
-      const std::string entry = store_.entry(slot->owner);
+      const std::string entry = store_.entry(*slot);
       const std::string_view args[] = {entry, channel_prefix_, slot->name};
       (void)pool_.eval(layout.leave, keys.all(), args, deadline, step, keys[0]);
     } catch (...) {

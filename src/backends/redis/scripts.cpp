@@ -249,8 +249,13 @@ return {0, tonumber(redis.call('ZSCORE', KEYS[3], head)) - now, at}
 // 6 waiter_ttl ms; elections also 7 observer tag
 constexpr std::string_view release = R"lua(
 -- Ours only if both owner and token match: a stale release frees nothing.
+-- (Our owner under a newer token: this thread took it again on another
+-- connection before this release, sent without waiting, arrived: moot.)
 local mine = redis.call('HMGET', KEYS[1], 'owner', 'token', 'last_token')
-if mine[1] ~= ARGV[1] or mine[2] ~= ARGV[2] then return 0 end
+if mine[1] ~= ARGV[1] or mine[2] ~= ARGV[2] then
+  if mine[1] == ARGV[1] then return 2 end
+  return 0
+end
 local head, now = live_head(KEYS[2], KEYS[3], nil, KEYS[4])
 if head then
   local since, lease, fixed, bound, data = waiting(KEYS[4], head)
@@ -259,8 +264,7 @@ if head then
     -- its wake-up says so (token, server time of the handover).
     if fixed == '0' then lease = math.min(tonumber(lease), tonumber(ARGV[6])) end
     local token = string.format('%.0f', tonumber(mine[3]) + 1)
-    redis.call('HSET', KEYS[1], 'owner', string.sub(head, string.find(head, '/', 1, true) + 1), 'token', token,
-               'last_token', token)
+    redis.call('HSET', KEYS[1], 'owner', string.match(head, '^[^/]*/([^/]*)'), 'token', token, 'last_token', token)
     redis.call('PEXPIRE', KEYS[1], lease)
     dequeue(KEYS[2], KEYS[3], head, KEYS[4])
     publish(ARGV[4], head, ARGV[5] .. '\n' .. token .. '\n' .. string.format('%.0f', now) .. '\n' .. lease)
@@ -330,7 +334,7 @@ return {0}
 // A writer waits for no writer and no reader; a reader for no writer but
 // itself (a writer may read too) and no live writer queued before it (or
 // anywhere, if it is not queued yet): so a waiting writer holds back the
-// readers that come after it. Queue entries end in '|w' or '|r'.
+// readers that come after it. Queue entries' owners end in '|w' or '|r'.
 
 // Whether a live queue entry before `entry` (every one, if entry is not
 // queued) blocks a `mode` caller: any, for a fair writer; a writer, for a reader.
@@ -339,7 +343,7 @@ local function queued_before(entry, mode, fair, now)
   local blocked = false
   each_live(KEYS[4], KEYS[5], now, function(e)
     if e == entry then return false end
-    if (mode == 'w' and fair) or string.sub(e, -2) == '|w' then blocked = true return false end
+    if (mode == 'w' and fair) or string.find(e, '|w/', 1, true) ~= nil then blocked = true return false end
     return true
   end)
   return blocked
@@ -353,7 +357,7 @@ local function wake_rw(now, channel_prefix, tag)
   local readers = redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf')
   local first = true
   each_live(KEYS[4], KEYS[5], now, function(e)
-    local writer = string.sub(e, -2) == '|w'
+    local writer = string.find(e, '|w/', 1, true) ~= nil
     if writer then
       if first and readers == 0 then publish(channel_prefix, e, tag) end
       return false
@@ -450,7 +454,7 @@ return 1
 // ARGV: 1 our waiter entry, 2 channel prefix, 3 lock name
 constexpr std::string_view rw_leave = R"lua(
 -- Whoever we may have been keeping back (or passed a wake-up to) may go now.
-if dequeue(KEYS[4], KEYS[5], ARGV[1]) or string.sub(ARGV[1], -2) == '|w' then
+if dequeue(KEYS[4], KEYS[5], ARGV[1]) or string.find(ARGV[1], '|w/', 1, true) ~= nil then
   wake_rw(now_ms(), ARGV[2], ARGV[3])
 end
 return 1

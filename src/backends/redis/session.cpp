@@ -333,7 +333,8 @@ struct Pool::Request {
   Replies result;                  // the leader's until state is done
   State state = State::queued;     // Channel::mu
   bool lead = false;               // Channel::mu: its thread is to lead now
-  bool abandoned = false;          // Channel::mu: its thread left (out of time)
+  bool abandoned = false;          // Channel::mu: its thread left (out of time), or none waits (send)
+  std::function<void(Replies)> done;  // send(): who gets the replies
   std::condition_variable cv;      // with Channel::mu
 };
 
@@ -348,16 +349,32 @@ struct Pool::Channel {
   bool busy = false;                           // mu: a thread leads; if not, queue is empty
   std::deque<std::shared_ptr<Request>> queue;  // mu: not yet in conn's output
   std::atomic<int> calls{0};                   // calls under way on it (pick()'s hint)
+  std::atomic<int> detached{0};                // send() batches not answered yet
 };
 
-Pool::Pool(const Config& config, const ScriptShas* shas) : shas_(shas) {
+namespace {
+// The connection the calling thread last sent a batch on without waiting
+// (its pool's id, never reused, and its index): the thread's next calls go
+// there while that batch is unanswered, so they run after it.
+std::atomic<std::uint64_t> next_pool_id{1};
+thread_local std::uint64_t sent_pool = 0;
+thread_local std::size_t sent_channel = 0;
+}  // namespace
+
+Pool::Pool(const Config& config, const ScriptShas* shas) : shas_(shas), id_(next_pool_id.fetch_add(1)) {
   for (int i = 0; i < config.connections; ++i)
     channels_.push_back(std::make_unique<Channel>(config, &generation_));
 }
 
 Pool::~Pool() = default;
 
+
 Pool::Channel& Pool::pick() noexcept {
+  if (sent_pool == id_) {
+    Channel& ch = *channels_[sent_channel];
+    if (ch.detached.load(std::memory_order_relaxed) > 0) return ch;
+    sent_pool = 0;
+  }
   // An idle connection if there is one (a lone thread always gets the
   // first: one warm connection), else the one with the fewest calls.
   Channel* best = channels_.front().get();
@@ -375,8 +392,11 @@ Pool::Channel& Pool::pick() noexcept {
 
 Replies Pool::run(const Batch& batch, steady::time_point deadline, std::string_view step) {
   if (batch.empty()) return {};
+  return run_on(pick(), batch, deadline, step);
+}
+
+Replies Pool::run_on(Channel& ch, const Batch& batch, steady::time_point deadline, std::string_view step) {
   auto me = std::make_shared<Request>(batch, deadline);
-  Channel& ch = pick();
   ch.calls.fetch_add(1, std::memory_order_relaxed);
   struct Leave {
     std::atomic<int>& calls;
@@ -406,6 +426,57 @@ Replies Pool::run(const Batch& batch, steady::time_point deadline, std::string_v
 
 // Called with lk held and the lead; returns with lk held, me done and the
 // lead passed on (or busy cleared).
+// Wakes the threads of finished batches, or hands a sent batch's replies to
+// its `done` (lk not held; the shared_ptrs keep the waiters' cvs alive).
+void Pool::complete(std::vector<std::shared_ptr<Request>>& finished, const Request* me) {
+  for (auto& r : finished) {
+    if (r->done) {
+      try {
+        r->done(std::move(r->result));
+      } catch (...) {
+      }
+    } else if (r.get() != me) {
+      r->cv.notify_one();
+    }
+  }
+  finished.clear();
+}
+
+void Pool::send(const Batch& batch, steady::time_point deadline, std::function<void(Replies)> done) {
+  if (batch.empty()) return;
+  auto me = std::make_shared<Request>(batch, deadline);
+  Channel& ch = pick();
+  sent_pool = id_;
+  for (std::size_t i = 0; i < channels_.size(); ++i)
+    if (channels_[i].get() == &ch) sent_channel = i;
+  std::atomic<int>& detached = ch.detached;
+  detached.fetch_add(1, std::memory_order_relaxed);
+  me->done = [&detached, done = std::move(done)](Replies replies) {
+    detached.fetch_sub(1, std::memory_order_relaxed);
+    done(std::move(replies));
+  };
+  me->abandoned = true;  // no thread waits for it: leaders read its replies
+  std::unique_lock lk(ch.mu);
+  ch.queue.push_back(me);
+  if (ch.busy) return;  // the leader writes it with its own
+  // Nobody leads: write it now (and whatever else queued), then let go.
+  ch.busy = true;
+  ch.calls.fetch_add(1, std::memory_order_relaxed);
+  lead(ch, lk, *me, "sending a command");
+  ch.calls.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Pool::flush(steady::time_point deadline) {
+  for (auto& ch : channels_) {
+    if (ch->detached.load() == 0) continue;
+    // A PING behind them: its answer comes after theirs, and whoever leads
+    // for it reads theirs first.
+    Batch ping;
+    ping.add({"PING"});
+    (void)run_on(*ch, ping, deadline, "flushing");
+  }
+}
+
 void Pool::lead(Channel& ch, std::unique_lock<std::mutex>& lk, Request& me, std::string_view step) {
   using State = Request::State;
   Connection& conn = ch.conn;
@@ -436,22 +507,41 @@ void Pool::lead(Channel& ch, std::unique_lock<std::mutex>& lk, Request& me, std:
   auto finish = [&] {  // lk held
     for (auto& r : finished) r->state = State::done;
   };
-  auto notify = [&] {  // lk not held; the shared_ptrs keep the waiters' cvs alive
-    for (auto& r : finished)
-      if (r.get() != &me) r->cv.notify_one();
-    finished.clear();
-  };
+  auto notify = [&] { complete(finished, &me); };  // lk not held
 
+  // Our part is over once our replies are in, or (send()) once our batch
+  // is written.
+  auto settled = [&] {
+    return me.state == State::done || (me.done && me.state == State::sent && !conn.output_pending());
+  };
   me.lead = false;
   bool flushed = false;
+  int flush_rounds = 0;
   for (;;) {
-    // lk held. Once our own replies are in, write once more what queued
+    // lk held. Once our part is over, write once more what queued
     // meanwhile (if the connection is ready: no connecting on others'
     // behalf past our deadline), then pass the lead on.
-    const bool flushing = me.state == State::done;
+    const bool flushing = settled();
     if (flushing) {
-      if (flushed || ch.queue.empty() || !conn.connected() || conn.stale()) break;
+      // Batches sent without waiting have no thread to lead for them: the
+      // leader writes them all before it goes (or fails them if the
+      // connection is not up: connecting is up to a thread with its own time).
+      const bool unattended = std::any_of(ch.queue.begin(), ch.queue.end(), [](const auto& r) { return bool(r->done); });
+      if (!conn.connected() || conn.stale()) {
+        std::erase_if(ch.queue, [&](std::shared_ptr<Request>& r) {
+          if (!r->done) return false;
+          r->result.failure = Status(errc::unavailable, std::string(step) + ": not sent, the connection was down");
+          finished.push_back(std::move(r));
+          return true;
+        });
+        break;
+      }
+      // (A bounded number of rounds: a leader never works for others for long.)
+      if ((flushed && !(unattended && flush_rounds < 16)) || ch.queue.empty()) {
+        if (!conn.output_pending() || ch.sent.empty()) break;
+      }
       flushed = true;
+      ++flush_rounds;
     }
     fresh.assign(ch.queue.begin(), ch.queue.end());
     ch.queue.clear();
@@ -501,22 +591,26 @@ void Pool::lead(Channel& ch, std::unique_lock<std::mutex>& lk, Request& me, std:
       fresh.clear();
     }
     // Wait for our replies (and those before them).
-    const bool answered =
-        flushing || std::any_of(finished.begin(), finished.end(), [&](const auto& r) { return r.get() == &me; });
+    const bool answered = flushing || settled() ||
+                          std::any_of(finished.begin(), finished.end(), [&](const auto& r) { return r.get() == &me; });
     if (!answered && !ch.sent.empty()) {
       const auto until = std::min(ch.sent.front()->deadline, me.deadline);
       if (Status s = conn.wait(until, step); !s) fail_sent(s);
       take_replies();
+    } else if (flushing && conn.output_pending() && !ch.sent.empty()) {
+      // What the socket did not take yet: written before the lead goes.
+      if (Status s = conn.wait(ch.sent.front()->deadline, step); !s) fail_sent(s);
+      take_replies();
     }
     lk.lock();
     for (auto r = give_back.rbegin(); r != give_back.rend(); ++r)
-      if (!(*r)->abandoned) {  // (an abandoned one's thread left: drop it)
+      if (!(*r)->abandoned || (*r)->done) {  // (an abandoned one's thread left: drop it)
         (*r)->state = State::queued;
         ch.queue.push_front(std::move(*r));
       }
     give_back.clear();
     finish();
-    if (me.state == State::done) continue;  // flush, then pass the lead on
+    if (settled()) continue;  // flush, then pass the lead on
     lk.unlock();
     notify();
     lk.lock();
@@ -529,7 +623,20 @@ void Pool::lead(Channel& ch, std::unique_lock<std::mutex>& lk, Request& me, std:
       next = r;
       break;
     }
-  if (!next && !ch.queue.empty()) next = ch.queue.front();
+  if (!next)
+    for (auto& r : ch.queue)
+      if (!r->done) {
+        next = r;
+        break;
+      }
+  // Only batches sent without waiting are left queued (the rounds ran out):
+  // they fail, and the lease frees what they would have released.
+  if (!next)
+    std::erase_if(ch.queue, [&](std::shared_ptr<Request>& r) {
+      r->result.failure = Status(errc::unavailable, std::string(step) + ": not sent (the connection was busy)");
+      finished.push_back(std::move(r));
+      return true;
+    });
   if (next) next->lead = true;
   else ch.busy = false;
   lk.unlock();

@@ -25,6 +25,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -163,6 +164,15 @@ class Pool {
 
   // The batch's replies (see Replies); never longer than `deadline`.
   Replies run(const Batch& batch, steady::time_point deadline, std::string_view step);
+  // Sends the batch without waiting for its replies: `done` gets them (or
+  // the failure) from whichever thread reads them — the leader of a later
+  // call on the same connection, or flush(). Commands of one connection
+  // run in order. `done` runs on a caller's thread with no lock held; it
+  // must not block or call the pool.
+  void send(const Batch& batch, steady::time_point deadline, std::function<void(Replies)> done);
+  // Reads the replies of every batch send() left behind (until `deadline`;
+  // those unanswered then are dropped): before the pool's users go away.
+  void flush(steady::time_point deadline);
   // One command; an error reply becomes a Status (to_status).
   Result<Reply> command(std::span<const std::string_view> words, steady::time_point deadline, std::string_view step,
                         std::string_view key = {});
@@ -177,9 +187,12 @@ class Pool {
   struct Request;
   struct Channel;
   Channel& pick() noexcept;
+  Replies run_on(Channel& ch, const Batch& batch, steady::time_point deadline, std::string_view step);
   void lead(Channel& ch, std::unique_lock<std::mutex>& lk, Request& me, std::string_view step);
+  static void complete(std::vector<std::shared_ptr<Request>>& finished, const Request* me);
 
   const ScriptShas* shas_;
+  const std::uint64_t id_;  // unique per pool, never reused (send()'s thread-local affinity)
   std::atomic<std::uint64_t> generation_{0};
   std::vector<std::unique_ptr<Channel>> channels_;
 };

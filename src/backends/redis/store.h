@@ -35,8 +35,10 @@ struct Store {
 
   // "<prefix>{<name>}:" — every key of the name starts with it.
   std::string base(std::string_view name) const { return config.prefix + "{" + std::string(name) + "}:"; }
-  // A waiter's entry in the store: "<client id>/<slot key>".
-  std::string entry(std::string_view slot_key) const { return client_id + "/" + std::string(slot_key); }
+  // A waiting slot's entry in the store: "<client id>/<slot key>/<nonce>".
+  // The nonce tells this wait from an earlier one of the same thread: a
+  // message meant for that one (late) is not taken for ours.
+  std::string entry(const Subscriber::Slot& slot) const { return client_id + "/" + slot.owner + "/" + slot.nonce; }
   // The slot key of the calling thread when it watches for an event.
   std::string watcher_key() const;
 };

@@ -65,6 +65,7 @@ std::shared_ptr<Subscriber::Slot> Subscriber::add(const std::string& owner, cons
   slot->owner = owner;
   slot->name = name;
   std::lock_guard lk(mu_);
+  slot->nonce = std::to_string(++next_nonce_);
   slots_[owner] = slot;  // an owner is one thread: it waits for one lock at a time
   return slot;
 }
@@ -120,17 +121,21 @@ void Subscriber::wake_all() {
   }
 }
 
-// A message "<client id>/<owner>\n<name>" wakes the slot of that owner, if
-// it still waits for that lock; "…\n<token>\n<server ms>\n<lease ms>" after
-// the name says the release handed the lock to it. (Names hold no control
-// characters.)
+// A message "<client id>/<owner>/<nonce>\n<name>" wakes the slot of that
+// owner, if it is the same wait (nonce) for that lock; "…\n<token>\n<server
+// ms>\n<lease ms>" after the name says the release handed the lock to it.
+// (Owners hold no '/', names no control characters.)
 void Subscriber::dispatch(const redisReply* r) {
   if (!is_array_starting(r, "message") || r->elements != 3 || r->element[2]->type != REDIS_REPLY_STRING) return;
   std::string_view payload(r->element[2]->str, r->element[2]->len);
   auto slash = payload.find('/');
   auto newline = payload.find('\n');
   if (slash == std::string_view::npos || newline == std::string_view::npos || newline < slash) return;
-  std::string owner(payload.substr(slash + 1, newline - slash - 1));
+  std::string_view who = payload.substr(slash + 1, newline - slash - 1);
+  const auto owner_end = who.find('/');
+  if (owner_end == std::string_view::npos) return;
+  std::string owner(who.substr(0, owner_end));
+  std::string_view nonce = who.substr(owner_end + 1);
   std::string_view rest = payload.substr(newline + 1);
   std::vector<std::string_view> fields;
   for (auto cut = rest.find('\n'); cut != std::string_view::npos; cut = rest.find('\n')) {
@@ -152,7 +157,7 @@ void Subscriber::dispatch(const redisReply* r) {
   }
   std::lock_guard lk(mu_);
   auto it = slots_.find(owner);
-  if (it == slots_.end() || it->second->name != fields[0]) return;
+  if (it == slots_.end() || it->second->name != fields[0] || it->second->nonce != nonce) return;
   if (handover) it->second->handover = handover;
   it->second->notified = true;
   it->second->cv.notify_one();

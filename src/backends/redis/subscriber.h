@@ -37,6 +37,7 @@ class Subscriber {
   struct Slot {
     std::string owner;
     std::string name;
+    std::string nonce;  // unique per slot of this subscriber (see Store::entry)
     bool notified = false;  // guarded by Subscriber's mutex
     // Whether the store may have our entry in the lock's queue (a failed
     // attempt put it there): then leaving must take it out.
@@ -94,6 +95,7 @@ class Subscriber {
   std::thread thread_;
   std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Slot>> slots_;  // by owner; guarded by mu_
+  std::uint64_t next_nonce_ = 0;                                   // guarded by mu_
 };
 
 }  // namespace dlock::detail::redis
