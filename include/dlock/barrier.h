@@ -55,8 +55,10 @@
 // are leased entries, renewed with the client's locks; the member that
 // fills the barrier opens it and wakes every waiting member with one
 // message each; the last live member out deletes the round.
+// file:// (the file <name>.barrier: one entry per member in, alive while
+// its process is; a killed member stops counting at once).
 // Others refuse Client::barrier() with errc::unsupported. Names share one
-// space with Mutex, Latch and Counter: give them different names.
+// space with Mutex, Latch and Counter on zk://: give them different names.
 //
 // Thread-safety: a Barrier is one member: one call at a time (a second call
 // while one blocks is refused). Handles of the same Client may be used from

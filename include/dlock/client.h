@@ -54,7 +54,8 @@ struct LockInfo {
   std::optional<std::chrono::milliseconds> remaining;
   // What is held: "mutex"; on stores that have them also "write" and "read"
   // (a SharedMutex's holders), "leader" (an Election's; `holder` starts
-  // with its id) and "permit" (one per Semaphore permit out).
+  // with its id), "permit" (one per Semaphore permit out) and, on file://,
+  // "member" (one per Barrier member in).
   std::string kind = "mutex";
 };
 
@@ -107,18 +108,18 @@ class Client {
 
   // A handle on the read-write lock `name` (not the same lock as mutex(name)).
   // Throws invalid_argument for a bad name or options, unsupported if the
-  // backend has no read-write lock (zk:// and redis:// have one). No remote call.
+  // backend has no read-write lock (file://, zk:// and redis:// have one). No remote call.
   SharedMutex shared_mutex(std::string name, MutexOptions options = {});
 
   // A handle on the shared integer `name` (dlock/counter.h); `width` is
   // the encoding it is created with if the store has no such counter yet.
-  // Throws unsupported if the backend has none (zk:// and redis:// have
-  // counters), invalid_argument for a bad name. No remote call.
+  // Throws unsupported if the backend has none (file://, zk:// and redis://
+  // have counters), invalid_argument for a bad name. No remote call.
   Counter counter(std::string name, CounterWidth width = CounterWidth::int32);
 
   // Opens the latch `name` (dlock/latch.h), creating it with `count` if it
-  // does not exist yet. Throws unsupported if the backend has none (zk://
-  // and redis:// have latches), invalid_argument for a bad name or a count
+  // does not exist yet. Throws unsupported if the backend has none (file://,
+  // zk:// and redis:// have latches), invalid_argument for a bad name or a count
   // outside 0..2^31 - 1, unavailable if
   // the store did not answer within op_timeout.
   Latch latch(std::string name, std::int64_t count);

@@ -26,10 +26,12 @@
 // counter.
 //
 // Backends: zk:// (the node <root>/<name>, persistent, created on first
-// write); redis:// (a hash {value, width} under the name's hash tag, the
-// server's own 64-bit arithmetic; the width is kept as on zk://). Others
-// refuse Client::counter() with errc::unsupported. A Counter
-// and a Mutex of the same name use the same node: give them different names.
+// write; a Counter and a Mutex of the same name use the same node: give
+// them different names); redis:// (a hash {value, width} under the name's
+// hash tag, the server's own 64-bit arithmetic; the width is kept as on
+// zk://); file:// (the file <name>.count in the lock directory, the value
+// with its width, rewritten under a lock; the same range rules). Others
+// refuse Client::counter() with errc::unsupported.
 //
 // Thread-safety: a Counter may be used from any number of threads.
 //

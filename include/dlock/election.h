@@ -14,7 +14,9 @@
 // candidates queue FIFO (the next in line is woken when the leader
 // resigns) and observers are told by the next leader's takeover, so a
 // handoff is seen as one change. A leader that dies is replaced after its
-// lease (options.lease). Backends without elections refuse
+// lease (options.lease). On file:// it is the file <name>.elect: the leader
+// holds it as a Mutex holds its lock (a killed leader is replaced at once),
+// waiting candidates keep their place in line with tickets. Backends without elections refuse
 // Client::election() with errc::unsupported.
 //
 // Losing leadership: when the leader's session is lost (per the zk://

@@ -19,11 +19,12 @@
 // invalid_argument for a negative count or n, or a count beyond int32.
 //
 // Backends: zk:// (the node <root>/<name> holds the remaining count in
-// Apache Curator SharedCount's encoding, a 4-byte big-endian int); redis://
-// (a hash under the name's hash tag; reaching 0 sends one message to each
-// waiter). Others
-// refuse Client::latch() with errc::unsupported. Names share one space with
-// Mutex and Counter: give them different names.
+// Apache Curator SharedCount's encoding, a 4-byte big-endian int; names
+// share one space with Mutex and Counter: give them different names);
+// redis:// (a hash under the name's hash tag; reaching 0 sends one message
+// to each waiter); file:// (the remaining count is the Counter of the same
+// name, waiters woken by inotify). Others refuse Client::latch() with
+// errc::unsupported.
 //
 // Thread-safety: a Latch may be used from any number of threads.
 //

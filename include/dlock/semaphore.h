@@ -44,6 +44,10 @@
 // redis://: each permit is a leased entry (options.lease, renewed with the
 // client's locks), so a dead holder's permit comes back after its lease;
 // a release wakes one queued waiter per free permit.
+// file:// (one entry per permit out in the file <name>.permits, kept by the
+// holder's lease and a kernel lock, so a dead holder's permit is back at
+// once; the store records the first `permits` declared for the name and
+// refuses a handle with another with invalid_argument naming both).
 // Others refuse Client::semaphore() with errc::unsupported.
 //
 // Thread-safety: a Semaphore may be used from any number of threads.

@@ -17,7 +17,9 @@
 // Curator on the same path share it. On redis:// the writer, the readers
 // (leased entries) and one FIFO queue of waiters live under the name's hash
 // tag; a writer's release wakes the readers queued before the next writer
-// (one message each) or that writer. Backends without it refuse
+// (one message each) or that writer. On file:// it is the file <name>.rw,
+// OFD read/write byte locks and a lease per holder; a writer that waits
+// holds later readers back. Backends without it refuse
 // Client::shared_mutex() with errc::unsupported.
 //
 // Fencing: token() is the token of the calling thread's hold. Every hold,

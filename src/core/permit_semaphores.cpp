@@ -47,6 +47,11 @@ class PermitSemaphores final : public SemaphoreDriver {
     return s;
   }
 
+  bool lease_over(const Permit& permit) const override {
+    auto* leased = dynamic_cast<const LeasedPermit*>(permit.state.get());
+    return leased && leased->hold && (leased->hold->lost.load() || leased->hold->past_deadline());
+  }
+
   Result<std::int64_t> in_use(const std::string& name) override {
     auto listed = client_.backend().locks().list(name);
     if (!listed) return listed.status();

@@ -156,9 +156,15 @@ std::uint64_t Semaphore::token() const {
 
 bool Semaphore::lost() const noexcept {
   if (!book_) return false;
-  std::lock_guard lk(book_->mu);
-  for (const auto& h : book_->held)
-    if (h->lost) return true;
+  try {
+    // A leased permit whose lease ran out (its holder was stopped past it)
+    // is lost before any renewal could tell, as a Mutex's hold is.
+    const detail::SemaphoreDriver& permits = driver(*client_);
+    std::lock_guard lk(book_->mu);
+    for (const auto& h : book_->held)
+      if (h->lost || permits.lease_over(h->permit)) return true;
+  } catch (...) {
+  }
   return false;
 }
 

@@ -37,6 +37,14 @@ class SemaphoreDriver {
   virtual Status release(const std::string& name, Permit& permit) = 0;
   // Permits out now, held by anyone.
   virtual Result<std::int64_t> in_use(const std::string& name) = 0;
+  // Whether `permit`'s lease has run out as far as this process can tell
+  // without asking the store (a holder that was stopped past its lease
+  // learns it the moment it runs again, before any renewal). Local, cheap,
+  // runs no callbacks. Stores whose permits live as long as a session: false.
+  virtual bool lease_over(const Permit& permit) const {
+    (void)permit;
+    return false;
+  }
 };
 
 }  // namespace dlock::detail

@@ -116,15 +116,24 @@ TEST_F(Cli, NoLockDescriptorLeaksIntoTheCommand) {
   std::string baseline;
   while (auto line = direct.read_line(scaled(10s))) baseline += *line + "\n";
   ASSERT_TRUE(direct.wait(scaled(5s)));
-  for (const auto& backend : backends) {
-    auto [status, out] = dlock({"run", "--backend", backend, "leak", "--", "/bin/sh", "-c", "ls -l /proc/$$/fd"});
-    EXPECT_EQ(status, 0) << backend;
+  // A lock on every backend; a permit and leadership where the store has them.
+  std::vector<std::pair<std::string, std::vector<std::string>>> runs;
+  for (const auto& backend : backends) runs.push_back({backend, {}});
+  runs.push_back({url(), {"--permits", "2"}});
+  runs.push_back({url(), {"--elect"}});
+  for (const auto& [backend, how] : runs) {
+    std::vector<std::string> args{"run", "--backend", backend};
+    args.insert(args.end(), how.begin(), how.end());
+    args.insert(args.end(), {"leak", "--", "/bin/sh", "-c", "ls -l /proc/$$/fd"});
+    auto [status, out] = dlock(args);
+    const std::string what = backend + (how.empty() ? "" : " " + how.front());
+    EXPECT_EQ(status, 0) << what;
     // Only the shell's own stdin, stdout and stderr (and the fd ls reads).
-    for (const char* leak : {".lock", ".db", "inotify", "socket:", "eventfd", "anon_inode"})
-      EXPECT_EQ(out.find(leak), std::string::npos) << backend << " leaked " << leak << ":\n" << out;
+    for (const char* leak : {".lock", ".permits", ".elect", ".db", "inotify", "socket:", "eventfd", "anon_inode"})
+      EXPECT_EQ(out.find(leak), std::string::npos) << what << " leaked " << leak << ":\n" << out;
     // No descriptor beyond those the command would get without dlock (what
     // this test process itself passes on), e.g. a client library's pipes.
-    EXPECT_EQ(descriptors(out), descriptors(baseline)) << backend << " leaked:\n" << out << "without dlock:\n" << baseline;
+    EXPECT_EQ(descriptors(out), descriptors(baseline)) << what << " leaked:\n" << out << "without dlock:\n" << baseline;
   }
 }
 
@@ -339,31 +348,36 @@ TEST_F(Cli, DemoJsonNeverOversellsWithALock) {
   }
 }
 
+// sqlite:// has neither elections nor semaphores.
 TEST_F(Cli, ElectIsRefusedWhereThereAreNoElections) {
-  EXPECT_EQ(dlock(run_args("leader", {"--elect"}, {"/bin/true"})).first, 64);
+  const std::string sqlite = "sqlite://" + dir_.path() + "/locks.db";
+  EXPECT_EQ(dlock({"run", "--backend", sqlite, "--elect", "leader", "--", "/bin/true"}).first, 64);
 }
 
 TEST_F(Cli, PermitsAreRefusedWhereThereAreNoSemaphores) {
-  EXPECT_EQ(dlock(run_args("crawl", {"--permits", "2"}, {"/bin/true"})).first, 64);
+  const std::string sqlite = "sqlite://" + dir_.path() + "/locks.db";
+  EXPECT_EQ(dlock({"run", "--backend", sqlite, "--permits", "2", "crawl", "--", "/bin/true"}).first, 64);
 }
 
 // The stores that have elections and semaphores, for `dlock run --elect`
-// and `--permits`.
+// and `--permits`: the embedded default (no server at all), and redis://
+// and zk:// where they are built.
 class CliCoordination : public Cli, public ::testing::WithParamInterface<std::string> {
  protected:
   // A fresh namespace on the store; a lease-based store's leases are short,
   // so a killed run's place is free within the tests' bounds.
   std::string backend() const {
+    if (GetParam() == "file") return url();
     if (GetParam() == "redis") return server_url("redis") + "/0?prefix=" + unique_prefix(dir_.path());
     return server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
   }
   // How long a dead run's place may stay taken: the session, or the lease
-  // given with --lease 2s.
+  // given with --lease 2s (on file://, none: the kernel frees it).
   static constexpr std::chrono::milliseconds place_lifetime{2'000};
 };
 
 std::vector<std::string> coordination_stores() {
-  std::vector<std::string> out;
+  std::vector<std::string> out{"file"};
 #ifdef DLOCK_WITH_REDIS
   out.push_back("redis");
 #endif
@@ -418,7 +432,9 @@ TEST_P(CliCoordination, PermittedRunsNeverExceedTheirPermits) {
 }
 
 // Observers see the running leader's --id; a killed leader's place is free
-// within the session timeout (zk) or the lease (redis).
+// within the session timeout (zk) or the lease (redis); on file://, at once
+// (the kernel drops its locks, and the command it ran holds none of its
+// descriptors).
 TEST_P(CliCoordination, ElectedRunIsSeenAsLeaderUntilItDies) {
   const std::string backend = this->backend();
   ChildProcess run({DLOCK_TOOL, "run", "--backend", backend, "--lease", "2s", "--elect", "--id", "worker-1", "jobs/leader", "--",
@@ -431,12 +447,38 @@ TEST_P(CliCoordination, ElectedRunIsSeenAsLeaderUntilItDies) {
   EXPECT_EQ(election.leader(), "worker-1");
   run.signal(SIGKILL);
   ASSERT_TRUE(run.wait(scaled(5s)));
+  const auto killed = std::chrono::steady_clock::now();
   const auto gone = election.wait_leader_change_for("worker-1", place_lifetime + scaled(10s));
   EXPECT_EQ(gone, std::nullopt) << "a killed leader still leads";
+  if (GetParam() == "file") {
+    EXPECT_LT(std::chrono::steady_clock::now() - killed, scaled(300ms)) << "a killed leader was not replaced at once";
+  }
+}
+
+// A killed `dlock run --permits`'s permit is free at once on file:// (its
+// command, still running, holds nothing that keeps it); within the session
+// timeout (zk) or the lease (redis) elsewhere.
+TEST_P(CliCoordination, KilledPermitHolderFreesItsPermit) {
+  const std::string backend = this->backend();
+  ChildProcess run({DLOCK_TOOL, "run", "--backend", backend, "--lease", "2s", "--permits", "1", "jobs/one", "--",
+                    "/bin/sh", "-c", "echo started; exec sleep 30"});
+  ASSERT_EQ(run.read_line(scaled(10s)), "started");
+  auto observer = dlock::connect(backend);
+  auto semaphore = observer->semaphore("jobs/one", 1);
+  EXPECT_EQ(semaphore.in_use(), 1);
+  EXPECT_FALSE(semaphore.try_acquire()) << "the running command's permit was free";
+  run.signal(SIGKILL);
+  ASSERT_TRUE(run.wait(scaled(5s)));
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(semaphore.try_acquire_for(place_lifetime + scaled(10s)))
+      << "a killed holder's permit never came back";
+  if (GetParam() == "file") {
+    EXPECT_LT(std::chrono::steady_clock::now() - killed, scaled(300ms)) << "a killed holder's permit was not free at once";
+  }
+  semaphore.release();
 }
 INSTANTIATE_TEST_SUITE_P(Stores, CliCoordination, ::testing::ValuesIn(coordination_stores()),
                          [](const ::testing::TestParamInfo<std::string>& store) { return store.param; });
-GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CliCoordination);
 
 }  // namespace
 }  // namespace dlock::test

@@ -56,6 +56,11 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   std::vector<BackendUnderTest> all;
 #ifdef DLOCK_WITH_FILE
   all.push_back({"file", [](const std::string& dir) { return "file://" + dir + "/locks"; }, true, true, false});
+  all.back().shared = true;
+  all.back().counters = true;
+  all.back().election = true;
+  all.back().semaphore = true;
+  all.back().barrier = true;
 #endif
 #ifdef DLOCK_WITH_SQLITE
   all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false, false, false});

@@ -21,12 +21,19 @@ bool plain(char c) {
 // The file name of a valid name, checked; empty for an invalid name.
 std::string checked_file_name(std::string_view name) {
   if (!dlock::detail::validate_name(name).ok()) return {};
-  const std::string file = dlock::detail::file::encode_name(name);
-  if (file.empty() || file.front() == '.') std::abort();
-  for (char c : file)
-    if (!plain(c)) std::abort();
-  if (dlock::detail::file::decode_name(file) != name) std::abort();
-  return file;
+  using dlock::detail::file::FileKind;
+  std::string mutex_file;
+  for (auto kind : {FileKind::mutex, FileKind::shared, FileKind::election, FileKind::permits, FileKind::counter,
+                    FileKind::barrier}) {
+    const std::string file = dlock::detail::file::encode_name(name, kind);
+    if (file.empty() || file.front() == '.') std::abort();
+    for (char c : file)
+      if (!plain(c)) std::abort();
+    const auto decoded = dlock::detail::file::decode_name(file);
+    if (!decoded || decoded->first != name || decoded->second != kind) std::abort();
+    if (kind == FileKind::mutex) mutex_file = file;
+  }
+  return mutex_file;
 }
 
 }  // namespace

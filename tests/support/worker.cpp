@@ -10,8 +10,9 @@
 //       tests' bounds, as on stores that end it with the session.
 //       "permits=N" takes one of N permits and, holding it, occupies the
 //       resource (which records the most holders in at once) for WORK_US.
-//   hold URL NAME LEASE_MS watchdog|fixed RESOURCE [mutex|leader]
-//       Locks (or, "leader", campaigns in the election NAME with the id
+//   hold URL NAME LEASE_MS watchdog|fixed RESOURCE [mutex|read|write|permit|leader]
+//       Locks (a Mutex; or a SharedMutex shared or exclusively, a permit of
+//       a one-permit Semaphore, leadership of an Election with the id
 //       "worker-<pid>"), prints "acquired <token>", then obeys stdin lines:
 //       "write"  → a fenced write with its token; prints
 //                  "write accepted|rejected lost=0|1"
@@ -30,10 +31,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <thread>
-#include <type_traits>
 
 namespace {
 
@@ -85,10 +87,46 @@ int hammer(const std::string& url, const std::string& name, int count, const std
   return hammer(how == "nolock" ? nullptr : &mutex, resource_path, count, work_us);
 }
 
-// A Mutex or an Election, held until told otherwise.
-template <class Held>
-int hold(Held& held, std::uint64_t token, const std::string& resource_path) {
+// What `hold` holds, whatever the primitive.
+struct Held {
+  std::function<std::uint64_t()> token;
+  std::function<bool()> lost;
+  std::function<dlock::Status()> release;
+};
+
+int hold(const std::string& url, const std::string& name, long lease_ms, const std::string& mode,
+         const std::string& resource_path, const std::string& kind) {
   dlock::test::FencedResource resource(resource_path, false);
+  auto client = dlock::connect(url);
+  const dlock::MutexOptions options{.lease = std::chrono::milliseconds(lease_ms),
+                                    .lease_mode = mode == "fixed" ? dlock::LeaseMode::fixed
+                                                                  : dlock::LeaseMode::watchdog};
+  std::optional<dlock::Mutex> mutex;
+  std::optional<dlock::SharedMutex> shared;
+  std::optional<dlock::Semaphore> semaphore;
+  std::optional<dlock::Election> election;
+  Held held;
+  if (kind == "read" || kind == "write") {
+    shared.emplace(client->shared_mutex(name, options));
+    kind == "read" ? shared->lock_shared() : shared->lock();
+    held = {[&] { return shared->token(); }, [&] { return shared->lost(); },
+            [&] { return kind == "read" ? shared->unlock_shared_checked() : shared->unlock_checked(); }};
+  } else if (kind == "permit") {
+    semaphore.emplace(client->semaphore(name, 1, options));
+    semaphore->acquire();
+    held = {[&] { return semaphore->token(); }, [&] { return semaphore->lost(); },
+            [&] { return semaphore->release_checked(1); }};
+  } else if (kind == "leader") {
+    election.emplace(client->election(name, options));
+    election->campaign("worker-" + std::to_string(::getpid()));
+    held = {[&] { return election->token(); }, [&] { return election->lost(); },
+            [&] { return election->resign_checked(); }};
+  } else {
+    mutex.emplace(client->mutex(name, options));
+    mutex->lock();
+    held = {[&] { return mutex->token(); }, [&] { return mutex->lost(); }, [&] { return mutex->unlock_checked(); }};
+  }
+  const auto token = held.token();
   std::cout << "acquired " << token << std::endl;
   std::string line;
   while (std::getline(std::cin, line)) {
@@ -96,29 +134,11 @@ int hold(Held& held, std::uint64_t token, const std::string& resource_path) {
       bool ok = resource.write(token, ::getpid());
       std::cout << "write " << (ok ? "accepted" : "rejected") << " lost=" << held.lost() << std::endl;
     } else if (line == "unlock") {
-      dlock::Status s;
-      if constexpr (std::is_same_v<Held, dlock::Election>) s = held.resign_checked();
-      else s = held.unlock_checked();
+      auto s = held.release();
       std::cout << "unlock " << (s.ok() ? "ok" : dlock::to_string(s.code())) << std::endl;
     }
   }
   return 0;
-}
-
-int hold(const std::string& url, const std::string& name, long lease_ms, const std::string& mode,
-         const std::string& resource_path, const std::string& kind) {
-  auto client = dlock::connect(url);
-  const dlock::MutexOptions options{.lease = std::chrono::milliseconds(lease_ms),
-                                    .lease_mode = mode == "fixed" ? dlock::LeaseMode::fixed
-                                                                  : dlock::LeaseMode::watchdog};
-  if (kind == "leader") {
-    auto election = client->election(name, options);
-    election.campaign("worker-" + std::to_string(::getpid()));
-    return hold(election, election.token(), resource_path);
-  }
-  auto mutex = client->mutex(name, options);
-  mutex.lock();
-  return hold(mutex, mutex.token(), resource_path);
 }
 
 int barrier_member(const std::string& url, const std::string& name, int parties) {

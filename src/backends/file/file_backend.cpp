@@ -1,10 +1,40 @@
 // file:// — locks as files in one directory on one host (the embedded default).
 //
 // See lock_file.h for the layout. Waiters block in poll() on an inotify
-// watch of the lock file: the holder's release ends with close(), and a dead
+// watch of the file (file_waiter.h): a release ends with close(), and a dead
 // holder's descriptors are closed by the kernel, both of which raise
 // IN_CLOSE_WRITE. Failed attempts keep their descriptor open (a small pool)
 // so they don't wake the other waiters.
+//
+// Every primitive is a lock of this driver but Counter, Latch (counters.h)
+// and Barrier (barrier.h):
+//   Mutex        .lock     the record's holder
+//   SharedMutex  .rw       writer: the record's holder; readers: entry slots.
+//                          A writer that has to wait read-locks the byte
+//                          writer_waiting for as long as it waits, and a
+//                          reader never starts while another open file holds
+//                          it: readers that come after a waiting writer
+//                          queue behind it, so a stream of overlapping
+//                          readers can't starve writers (readers that hold
+//                          already finish; the writer goes next). It counts
+//                          while the writer retries (writer_waiting_until):
+//                          a stopped waiting writer can't block readers.
+//   Semaphore    .permits  one entry slot per permit out; the header keeps
+//                          the count first declared (Backend::supports_permits:
+//                          core makes the Semaphore of these grants)
+//   Election     .elect    the leader: the record's holder, its id at
+//                          leader_id_offset. A candidate that waits takes a
+//                          ticket (header) and write-locks byte queue_base +
+//                          ticket while it waits; the lowest live ticket goes
+//                          next, so candidates lead in the order they queued.
+//                          A place counts while its candidate retries (the
+//                          slot's waiting_until): a stopped one holds no one.
+// A holder's liveness lock is on its grant's descriptor, so a dead holder's
+// share is free the moment the kernel closes it.
+#include "backends/file/barrier.h"
+#include "backends/file/counters.h"
+#include "backends/file/directory.h"
+#include "backends/file/file_waiter.h"
 #include "backends/file/lock_file.h"
 #include "core/driver.h"
 #include "core/local_path.h"
@@ -13,16 +43,16 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <vector>
 
 namespace dlock::detail {
@@ -30,72 +60,60 @@ namespace {
 
 using namespace file;
 
-constexpr std::size_t max_encoded_name = 240;  // + ".lock" stays under NAME_MAX (255)
+constexpr std::size_t max_encoded_name = 240;  // + the longest suffix stays under NAME_MAX (255)
+static_assert(max_encoded_name + longest_suffix <= 255);
 constexpr std::size_t max_idle_descriptors = 256;
+constexpr std::uint32_t max_readers = 65536;
 
 Status os_error(const std::string& step) {
   return Status(errc::unavailable, "file backend: " + step + ": " + std::strerror(errno));
 }
 
-std::int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+FileKind file_kind(LockKind kind) {
+  switch (kind) {
+    case LockKind::mutex: return FileKind::mutex;
+    case LockKind::write:
+    case LockKind::read: return FileKind::shared;
+    case LockKind::latch: return FileKind::election;
+    case LockKind::permit: return FileKind::permits;
+    case LockKind::member: return FileKind::barrier;
+  }
+  return FileKind::mutex;
 }
 
+// A grant: the descriptor holding its liveness lock, and where its entry is.
 class FileGrant final : public GrantState {
  public:
-  explicit FileGrant(int descriptor) : fd(descriptor) {}
+  FileGrant(int descriptor, std::int64_t entry_at) : fd(descriptor), offset(entry_at) {}
   ~FileGrant() override {
     if (fd >= 0) ::close(fd);
   }
   int fd;
+  std::int64_t offset;
 };
 
-// Releases the guard on every path out of a record update.
-class GuardScope {
- public:
-  explicit GuardScope(int fd) : fd_(fd) {}
-  ~GuardScope() { drop_guard(fd_); }
-  GuardScope(const GuardScope&) = delete;
-  GuardScope& operator=(const GuardScope&) = delete;
+Entry make_entry(std::uint64_t token, const LockRequest& request, std::int64_t now, std::int32_t pid) {
+  Entry e{};
+  e.token = token;
+  e.expires_ns = now + std::chrono::nanoseconds(request.lease).count();
+  e.acquired_unix_ms = unix_ms();
+  e.pid = pid;
+  set_owner(e, request.owner);
+  return e;
+}
 
- private:
-  int fd_;
-};
-
-class FileWaiter final : public Waiter {
- public:
-  explicit FileWaiter(int inotify_fd) : fd_(inotify_fd) {}
-  ~FileWaiter() override { ::close(fd_); }
-
-  Status wait_until(steady::time_point until) override {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(until - steady::now());
-    int timeout = static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 60'000));
-    pollfd p{fd_, POLLIN, 0};
-    int n = ::poll(&p, 1, timeout);
-    if (n < 0 && errno != EINTR) return os_error("waiting for a release");
-    if (n > 0) {
-      alignas(inotify_event) char buf[4096];
-      while (::read(fd_, buf, sizeof buf) > 0) {
-      }
-    }
-    return {};
-  }
-
- private:
-  int fd_;
-};
+steady::time_point expires_at(steady::time_point sent, std::int64_t expires_ns, std::int64_t now_ns) {
+  return sent + std::chrono::nanoseconds(expires_ns - now_ns);
+}
 
 class FileBackend final : public Backend, public LockDriver {
  public:
-  FileBackend(std::string dir, int dir_fd, bool sync, std::chrono::milliseconds op_timeout)
-      : dir_(std::move(dir)), dir_fd_(dir_fd), sync_(sync), op_timeout_(op_timeout), pid_(::getpid()) {}
+  explicit FileBackend(Directory dir) : dir_(with_watches(std::move(dir))), counters_(dir_), barriers_(dir_) {}
 
   ~FileBackend() override {
     for (auto& [name, fds] : idle_)
       for (int fd : fds) ::close(fd);
-    ::close(dir_fd_);
+    ::close(dir_.fd);
   }
 
   Status validate_name(std::string_view name) const override {
@@ -108,12 +126,18 @@ class FileBackend final : public Backend, public LockDriver {
     return {};
   }
 
+  bool supports_shared() const override { return true; }
+  bool supports_election() const override { return true; }
+  bool supports_permits() const override { return true; }
   LockDriver& locks() override { return *this; }
+  CounterDriver* counters() override { return &counters_; }
+  LatchDriver* latches() override { return &counters_; }
+  BarrierDriver* barriers() override { return &barriers_; }
 
   Status ping() override {
-    int fd = ::openat(dir_fd_, ".dlock-ping", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = ::openat(dir_.fd, ".dlock-ping", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return os_error("opening the ping file");
-    Status s = take_guard(fd, true, op_timeout_);
+    Status s = take_guard(fd, true, dir_.op_timeout);
     if (s.ok()) {
       std::int64_t now = monotonic_ns();
       if (::pwrite(fd, &now, sizeof now, 0) != static_cast<ssize_t>(sizeof now)) s = os_error("writing");
@@ -124,78 +148,60 @@ class FileBackend final : public Backend, public LockDriver {
   }
 
   Result<Attempt> try_acquire(const LockRequest& request) override {
+    if (request.kind == LockKind::member)
+      return Status(errc::internal, "file backend: barrier members are not locks here");
+    if (request.kind == LockKind::latch && request.data.size() > max_id_bytes)
+      return Status(errc::invalid_argument, "election '" + request.name + "': the id is " +
+                                                std::to_string(request.data.size()) +
+                                                " bytes; the file backend keeps ids of up to " +
+                                                std::to_string(max_id_bytes));
     const auto sent = steady::now();
-    const std::string file = encode_name(request.name);
+    const std::string file = encode_name(request.name, file_kind(request.kind));
     auto fd = take_descriptor(file);
     if (!fd) return fd.status();
-    if (Status s = take_guard(*fd, true, op_timeout_); !s) {
+    if (Status s = take_guard(*fd, true, dir_.op_timeout); !s) {
       ::close(*fd);
       return s;
     }
     std::optional<GuardScope> guard(std::in_place, *fd);
-    auto record = read_record(*fd);
-    if (!record) {
-      guard.reset();
-      ::close(*fd);
-      return record.status();
-    }
-    const std::int64_t now = monotonic_ns();
-    if (record->holder_token != 0 && record->expires_ns > now) {
-      auto alive = holder_alive(*fd, record->holder_token);
-      if (!alive) {
-        guard.reset();
-        ::close(*fd);
-        return alive.status();
-      }
-      if (*alive) {
-        guard.reset();
-        put_descriptor(file, *fd);
-        return Attempt(Busy{sent + std::chrono::nanoseconds(record->expires_ns - now)});
-      }
-    }
-    // Free, its holder dead, or its lease over: it is ours.
-    const std::uint64_t token = record->last_token + 1;
-    Status s = take_liveness(*fd, token);
-    if (s) {
-      record->last_token = token;
-      record->holder_token = token;
-      record->expires_ns = now + std::chrono::nanoseconds(request.lease).count();
-      record->acquired_unix_ms = unix_ms();
-      record->holder_pid = pid_;
-      set_owner(*record, request.owner);
-      s = write_record(*fd, *record, sync_);
-    }
+    const bool slot = request.kind == LockKind::read || request.kind == LockKind::permit;
+    auto attempt = slot ? take_slot(*fd, request, sent) : take_single(*fd, request, sent);
     guard.reset();
-    if (!s) {
-      ::close(*fd);  // drops the liveness lock too
-      return s;
+    if (!attempt) {
+      ::close(*fd);  // drops a liveness lock taken on the way too
+      return attempt.status();
     }
-    Grant grant;
-    grant.token = token;
-    grant.valid_until = sent + request.lease;
-    grant.state = std::make_unique<FileGrant>(*fd);
-    return Attempt(std::move(grant));
+    if (std::holds_alternative<Busy>(*attempt)) put_descriptor(file, *fd);
+    return attempt;
   }
 
   std::unique_ptr<Waiter> watch(const LockRequest& request) override {
-    int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd < 0) return nullptr;  // out of inotify instances: core falls back to polling
-    std::string path = dir_ + "/" + encode_name(request.name);
-    if (::inotify_add_watch(fd, path.c_str(), IN_CLOSE_WRITE | IN_DONT_FOLLOW | IN_DELETE_SELF) < 0) {
-      ::close(fd);
-      return nullptr;
+    const std::string file = encode_name(request.name, file_kind(request.kind));
+    const std::string path = dir_.path_of(file);
+    if (request.kind == LockKind::write) {
+      // Waiting holds back later readers (see the top of this file).
+      auto place = dir_.open(file, true);
+      if (place && lock_byte(*place, F_RDLCK, writer_waiting)) return watches_.watch(path, wake_on_release, *place);
+      if (place) ::close(*place);
     }
-    return std::make_unique<FileWaiter>(fd);
+    if (request.kind == LockKind::latch) {
+      auto ticket = queue(request, file);
+      if (ticket) {
+        auto key = std::make_tuple(request.owner, request.name);
+        return watches_.watch(path, wake_on_release, ticket->second, [this, key] {
+          std::lock_guard lk(mu_);
+          tickets_.erase(key);
+        });
+      }
+    }
+    return watches_.watch(path, wake_on_release);
   }
 
   Status release(const LockRequest& request, Grant& grant) override {
     auto* state = static_cast<FileGrant*>(grant.state.get());
     if (!state || state->fd < 0) return Status(errc::lock_lost, "release '" + request.name + "': no grant");
-    Status s = update_own_record(request, grant, [](Record& r) {
-      r.holder_token = 0;
-      r.expires_ns = 0;
-      r.holder_pid = 0;
-      set_owner(r, "");
+    Status s = update_own_entry(request, grant, [](Entry& e) {
+      e = Entry{};
       return Status{};
     });
     // Closing drops our liveness lock and wakes the waiters (IN_CLOSE_WRITE).
@@ -209,12 +215,13 @@ class FileBackend final : public Backend, public LockDriver {
       const auto sent = steady::now();
       const auto lease = item.request->lease;
       const std::int64_t expires = monotonic_ns() + std::chrono::nanoseconds(lease).count();
-      item.outcome = update_own_record(*item.request, *item.grant, [&](Record& r) {
+      item.outcome = update_own_entry(*item.request, *item.grant, [&](Entry& e) {
         // A lease that ran out is not brought back, even if nobody took it
         // (as on every other backend): the holder may have been told it lost.
-        if (r.expires_ns <= monotonic_ns())
-          return Status(errc::lock_lost, "lock '" + item.request->name + "': the lease ran out before renewal");
-        r.expires_ns = expires;
+        if (e.expires_ns <= monotonic_ns())
+          return Status(errc::lock_lost, std::string(kind_name(item.request->kind)) + " '" + item.request->name +
+                                             "': the lease ran out before renewal");
+        e.expires_ns = expires;
         return Status{};
       });
       if (item.outcome.ok()) item.grant->valid_until = sent + lease;
@@ -222,28 +229,25 @@ class FileBackend final : public Backend, public LockDriver {
   }
 
   Status force_release(std::string_view name) override {
-    int fd = ::openat(dir_fd_, encode_name(name).c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? Status{} : os_error("opening the lock file");
-    Status s = take_guard(fd, true, op_timeout_);
+    auto fd = dir_.open(encode_name(name), true);
+    if (!fd) return fd.status();
+    Status s = take_guard(*fd, true, dir_.op_timeout);
     if (s) {
-      GuardScope guard(fd);
-      auto record = read_record(fd);
+      GuardScope guard(*fd);
+      auto record = read_record(*fd);
       if (!record) {
         s = record.status();
-      } else if (record->holder_token != 0) {
-        record->holder_token = 0;
-        record->expires_ns = 0;
-        record->holder_pid = 0;
-        set_owner(*record, "");
-        s = write_record(fd, *record, sync_);
+      } else if (record->holder.token != 0) {
+        record->holder = Entry{};
+        s = write_record(*fd, *record, dir_.sync);
       }
     }
-    ::close(fd);
+    ::close(*fd);
     return s;
   }
 
   Result<std::vector<LockInfo>> list(std::string_view prefix) override {
-    int dfd = ::openat(dir_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dfd = ::openat(dir_.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return os_error("listing the lock directory");
     DIR* dir = ::fdopendir(dfd);
     if (!dir) {
@@ -251,50 +255,344 @@ class FileBackend final : public Backend, public LockDriver {
       return os_error("listing the lock directory");
     }
     std::vector<LockInfo> out;
+    Status failed;
     while (dirent* entry = ::readdir(dir)) {
-      std::string name = decode_name(entry->d_name);
-      if (name.empty() || !std::string_view(name).starts_with(prefix)) continue;
-      int fd = ::openat(dir_fd_, entry->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-      if (fd < 0) continue;
-      if (take_guard(fd, false, op_timeout_)) {
-        auto record = read_record(fd);
-        drop_guard(fd);
-        const std::int64_t now = monotonic_ns();
-        if (record && record->holder_token != 0 && record->expires_ns > now) {
-          auto alive = holder_alive(fd, record->holder_token);
-          if (alive && *alive) {
-            LockInfo info;
-            info.name = name;
-            info.holder = "pid " + std::to_string(record->holder_pid) + " owner " +
-                          short_owner(std::string_view(record->owner, record->owner_len));
-            info.token = record->holder_token;
-            info.remaining = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::nanoseconds(record->expires_ns - now));
-            out.push_back(std::move(info));
-          }
-        }
+      auto decoded = decode_name(entry->d_name);
+      if (!decoded || !std::string_view(decoded->first).starts_with(prefix)) continue;
+      if (Status s = list_file(entry->d_name, decoded->first, decoded->second, out); !s) {
+        failed = s;
+        break;
       }
-      ::close(fd);
     }
     ::closedir(dir);
+    if (!failed) return failed;
+    std::sort(out.begin(), out.end(), [](const LockInfo& a, const LockInfo& b) {
+      return std::tie(a.name, a.kind, a.token) < std::tie(b.name, b.kind, b.token);
+    });
+    return out;
+  }
+
+  // The leader, or if nobody holds it now, the candidate first in line
+  // (who takes it next, as on zk:// the lowest node leads at once).
+  Result<Holder> holder(std::string_view name, LockKind kind, bool watch) override {
+    if (kind != LockKind::latch) return Status(errc::unsupported, "file backend: holder() is for elections");
+    const std::string file = encode_name(name, FileKind::election);
+    Holder out;
+    // Read-only: closing it raises no IN_CLOSE_WRITE, which would wake every
+    // other observer into reading (and closing) again.
+    auto fd = dir_.open(file, false);
+    if (!fd) return fd.status();
+    if (*fd < 0 && watch) {
+      // A watch needs the file: made once (a new one reads as nobody leading).
+      auto made = dir_.open(file, true);
+      if (!made) return made.status();
+      ::close(*made);
+      fd = dir_.open(file, false);
+      if (!fd) return fd.status();
+    }
+    if (*fd < 0) return out;
+    // Armed before the read, so a change in between is not missed.
+    if (watch) out.change = watches_.watch(dir_.path_of(file), wake_on_change);
+    Status s = read_leader(*fd, out.data);
+    ::close(*fd);
+    if (!s) return s;
     return out;
   }
 
  private:
-  // Rewrites the record if it still names this grant and `change` agrees;
-  // lock_lost otherwise.
+  // Mutex, an Election's leader, a SharedMutex's writer: the record's holder.
+  Result<Attempt> take_single(int fd, const LockRequest& request, steady::time_point sent) {
+    auto record = read_record(fd);
+    if (!record) return record.status();
+    const std::int64_t now = monotonic_ns();
+    auto held = entry_held(fd, record->holder, now);
+    if (!held) return held.status();
+    std::optional<Busy> busy;
+    if (*held) busy = Busy{expires_at(sent, record->holder.expires_ns, now)};
+    if (request.kind == LockKind::write) {
+      auto header = read_header(fd);
+      if (!header) return header.status();
+      // Readers holding their shares keep a writer out until the first ends.
+      if (!busy) {
+        auto readers = read_entries(fd, header->used);
+        if (!readers) return readers.status();
+        std::optional<std::int64_t> first_end;
+        for (const auto& r : *readers) {
+          auto alive = entry_held(fd, r, now);
+          if (!alive) return alive.status();
+          if (*alive) first_end = std::min(first_end.value_or(r.expires_ns), r.expires_ns);
+        }
+        if (first_end) busy = Busy{expires_at(sent, *first_end, now)};
+      }
+      // A writer that waits keeps later readers out for as long as it retries.
+      if (busy) {
+        header->writer_waiting_until = now + waiting_lease_ns;
+        if (Status s = write_header(fd, *header, false); !s) return s;
+      }
+    }
+    if (request.kind == LockKind::latch) {
+      auto header = read_header(fd);
+      if (!header) return header.status();
+      const std::uint64_t ticket = ticket_of(request);
+      if (ticket) {
+        if (Status s = renew_place(fd, ticket); !s) return s;
+      }
+      // Candidates ahead in line (or any in line, for one that has no place) go first.
+      if (!busy) {
+        auto ahead = first_in_line(fd, ticket ? ticket : header->last_ticket + 1, now);
+        if (!ahead) return ahead.status();
+        if (*ahead) busy = Busy{};
+      }
+    }
+    if (busy) return Attempt(*busy);
+    const std::uint64_t token = record->last_token + 1;
+    if (Status s = take_liveness(fd, token); !s) return s;
+    record->last_token = token;
+    record->holder = make_entry(token, request, now, dir_.pid);
+    if (request.kind == LockKind::latch) {
+      if (Status s = write_id(fd, leader_id_offset, token, request.data, false); !s) return s;
+    }
+    if (Status s = write_record(fd, *record, dir_.sync); !s) return s;
+    return granted(fd, token, holder_offset, request, sent);
+  }
+
+  // A SharedMutex's reader, a Semaphore's permit: a free entry slot.
+  Result<Attempt> take_slot(int fd, const LockRequest& request, steady::time_point sent) {
+    auto record = read_record(fd);
+    if (!record) return record.status();
+    auto header = read_header(fd);
+    if (!header) return header.status();
+    const std::int64_t now = monotonic_ns();
+    std::uint32_t capacity = max_readers;
+    bool header_changed = false;
+    if (request.kind == LockKind::permit) {
+      if (header->permits == 0) {
+        header->permits = request.permits;  // the first declaration wins
+        header_changed = true;
+      } else if (header->permits != request.permits) {
+        return Status(errc::invalid_argument, "semaphore '" + request.name + "' has " +
+                                                  std::to_string(header->permits) +
+                                                  " permits (as first declared); this handle declared " +
+                                                  std::to_string(request.permits));
+      }
+      capacity = static_cast<std::uint32_t>(header->permits);
+    } else {
+      auto writing = entry_held(fd, record->holder, now);
+      if (!writing) return writing.status();
+      if (*writing) return Attempt(Busy{expires_at(sent, record->holder.expires_ns, now)});
+      // A writer waits (and has retried lately: a stopped one stops counting).
+      if (header->writer_waiting_until > now) {
+        auto writer_queued = range_locked(fd, writer_waiting, 1);
+        if (!writer_queued) return writer_queued.status();
+        if (*writer_queued) return Attempt(Busy{expires_at(sent, header->writer_waiting_until, now)});
+      }
+    }
+    auto entries = read_entries(fd, header->used);
+    if (!entries) return entries.status();
+    std::optional<std::uint32_t> free_slot;
+    std::optional<std::int64_t> first_end;
+    for (std::uint32_t i = 0; i < entries->size(); ++i) {
+      const Entry& e = (*entries)[i];
+      auto held = entry_held(fd, e, now);
+      if (!held) return held.status();
+      if (!*held) {
+        if (!free_slot) free_slot = i;
+      } else {
+        first_end = std::min(first_end.value_or(e.expires_ns), e.expires_ns);
+      }
+    }
+    if (!free_slot && header->used < capacity) {
+      free_slot = header->used++;
+      header_changed = true;
+    }
+    if (!free_slot) {
+      if (request.kind == LockKind::read)
+        return Status(errc::unavailable, "shared_mutex '" + request.name + "': more than " +
+                                             std::to_string(max_readers) + " readers at once");
+      return Attempt(Busy{first_end ? expires_at(sent, *first_end, now) : steady::time_point::max()});
+    }
+    const std::uint64_t token = record->last_token + 1;
+    if (Status s = take_liveness(fd, token); !s) return s;
+    record->last_token = token;
+    const std::int64_t at = entry_offset(*free_slot);
+    if (Status s = write_entry(fd, at, make_entry(token, request, now, dir_.pid), false); !s) return s;
+    if (header_changed) {
+      if (Status s = write_header(fd, *header, false); !s) return s;
+    }
+    if (Status s = write_record(fd, *record, dir_.sync); !s) return s;
+    return granted(fd, token, at, request, sent);
+  }
+
+  static Attempt granted(int fd, std::uint64_t token, std::int64_t at, const LockRequest& request,
+                         steady::time_point sent) {
+    Grant grant;
+    grant.token = token;
+    grant.valid_until = sent + request.lease;
+    grant.state = std::make_unique<FileGrant>(fd, at);
+    return Attempt(std::move(grant));
+  }
+
+  // Election: a place in line for a candidate about to wait, held by the
+  // returned descriptor's lock on its ticket's byte. (ticket, descriptor).
+  std::optional<std::pair<std::uint64_t, int>> queue(const LockRequest& request, const std::string& file) {
+    auto fd = dir_.open(file, true);
+    if (!fd) return std::nullopt;
+    std::optional<std::pair<std::uint64_t, int>> out;
+    if (take_guard(*fd, true, dir_.op_timeout)) {
+      GuardScope guard(*fd);
+      auto header = read_header(*fd);
+      if (header) {
+        const std::uint64_t ticket = header->last_ticket + 1;
+        header->last_ticket = ticket;
+        // The byte is ours before the header says the ticket exists: a
+        // candidate that comes later always sees us in line.
+        if (lock_byte(*fd, F_WRLCK, queue_base + static_cast<std::int64_t>(ticket)) &&
+            write_id(*fd, candidate_id_offset(ticket), ticket, request.data, false) &&
+            write_header(*fd, *header, dir_.sync))
+          out.emplace(ticket, *fd);
+      }
+    }
+    if (!out) {
+      ::close(*fd);
+      return std::nullopt;
+    }
+    std::lock_guard lk(mu_);
+    tickets_[std::make_tuple(request.owner, request.name)] = out->first;
+    return out;
+  }
+
+  // A queued candidate retried: its place counts for waiting_lease_ns more.
+  Status renew_place(int fd, std::uint64_t ticket) {
+    const std::int64_t at = candidate_id_offset(ticket);
+    auto slot = read_id(fd, at);
+    if (!slot) return slot.status();
+    return slot->ticket == ticket ? renew_id(fd, at) : Status{};
+  }
+
+  // The lowest ticket below `before` whose candidate waits: its byte locked
+  // and its place renewed lately (a candidate whose slot was reused by a
+  // later ticket counts too). nullopt if nobody is in line before it.
+  Result<std::optional<std::uint64_t>> first_in_line(int fd, std::uint64_t before, std::int64_t now) {
+    auto locked = [&](std::uint64_t a, std::uint64_t b) {
+      return range_locked(fd, queue_base + static_cast<std::int64_t>(a), static_cast<std::int64_t>(b - a));
+    };
+    for (std::uint64_t from = 1; from < before;) {
+      auto any = locked(from, before);
+      if (!any) return any.status();
+      if (!*any) break;
+      // The lowest locked byte in [lo, hi), by halving the range that has one.
+      std::uint64_t lo = from, hi = before;
+      while (hi - lo > 1) {
+        const std::uint64_t mid = lo + (hi - lo) / 2;
+        auto below = locked(lo, mid);
+        if (!below) return below.status();
+        if (*below) hi = mid;
+        else lo = mid;
+      }
+      auto slot = read_id(fd, candidate_id_offset(lo));
+      if (!slot) return slot.status();
+      if (slot->ticket != lo || slot->waiting_until > now) return std::optional<std::uint64_t>(lo);
+      from = lo + 1;  // a stopped candidate: it holds nobody back
+    }
+    return std::optional<std::uint64_t>();
+  }
+
+  std::uint64_t ticket_of(const LockRequest& request) const {
+    std::lock_guard lk(mu_);
+    auto it = tickets_.find(std::make_tuple(request.owner, request.name));
+    return it == tickets_.end() ? 0 : it->second;
+  }
+
+  // The leader's id, or the id of the live candidate with the lowest ticket.
+  Status read_leader(int fd, std::optional<std::string>& leader) {
+    if (Status s = take_guard(fd, false, dir_.op_timeout); !s) return s;
+    GuardScope guard(fd);
+    auto record = read_record(fd);
+    if (!record) return record.status();
+    const std::int64_t now = monotonic_ns();
+    auto held = entry_held(fd, record->holder, now);
+    if (!held) return held.status();
+    if (*held) {
+      auto id = read_id(fd, leader_id_offset);
+      if (!id) return id.status();
+      leader = std::string(id->data, id->len);
+      return {};
+    }
+    auto header = read_header(fd);
+    if (!header) return header.status();
+    auto first = first_in_line(fd, header->last_ticket + 1, now);
+    if (!first) return first.status();
+    if (!*first) return {};
+    auto id = read_id(fd, candidate_id_offset(**first));
+    if (!id) return id.status();
+    if (id->ticket == **first) leader = std::string(id->data, id->len);
+    return {};
+  }
+
+  // The holders in one file, as `dlock status` shows them.
+  Status list_file(const char* file, const std::string& name, FileKind kind, std::vector<LockInfo>& out) {
+    if (kind == FileKind::counter) return {};
+    int fd = ::openat(dir_.fd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return {};  // removed meanwhile
+    Status s = take_guard(fd, false, dir_.op_timeout);
+    if (!s) {
+      ::close(fd);
+      return s;
+    }
+    std::optional<GuardScope> guard(std::in_place, fd);
+    const std::int64_t now = monotonic_ns();
+    auto show = [&](const Entry& e, std::string what, std::string prefix) -> Status {
+      auto held = entry_held(fd, e, now);
+      if (!held) return held.status();
+      if (!*held) return {};
+      LockInfo info;
+      info.name = name;
+      info.holder = prefix + "pid " + std::to_string(e.pid) + " owner " +
+                    short_owner(std::string_view(e.owner, e.owner_len));
+      info.token = e.token;
+      if (e.expires_ns != std::numeric_limits<std::int64_t>::max())  // barrier members have no lease
+        info.remaining =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(e.expires_ns - now));
+      info.kind = std::move(what);
+      out.push_back(std::move(info));
+      return {};
+    };
+    auto record = read_record(fd);
+    if (!record) s = record.status();
+    if (s && kind == FileKind::mutex) s = show(record->holder, "mutex", "");
+    if (s && kind == FileKind::shared) s = show(record->holder, "write", "");
+    if (s && kind == FileKind::election) {
+      auto id = read_id(fd, leader_id_offset);
+      if (!id) s = id.status();
+      else s = show(record->holder, "leader", "'" + std::string(id->data, id->len) + "', ");
+    }
+    if (s && (kind == FileKind::shared || kind == FileKind::permits || kind == FileKind::barrier)) {
+      auto header = read_header(fd);
+      auto entries = header ? read_entries(fd, header->used) : Result<std::vector<Entry>>(header.status());
+      if (!entries) s = entries.status();
+      const char* what = kind == FileKind::shared ? "read" : kind == FileKind::permits ? "permit" : "member";
+      for (std::size_t i = 0; s && i < entries->size(); ++i) s = show((*entries)[i], what, "");
+    }
+    guard.reset();
+    ::close(fd);
+    return s;
+  }
+
+  // Rewrites the grant's entry if it still names this grant and `change`
+  // agrees; lock_lost otherwise.
   template <class Change>
-  Status update_own_record(const LockRequest& request, Grant& grant, Change change) {
+  Status update_own_entry(const LockRequest& request, Grant& grant, Change change) {
     auto* state = static_cast<FileGrant*>(grant.state.get());
     if (!state || state->fd < 0) return Status(errc::lock_lost, "lock '" + request.name + "': released");
-    if (Status s = take_guard(state->fd, true, op_timeout_); !s) return s;
+    if (Status s = take_guard(state->fd, true, dir_.op_timeout); !s) return s;
     GuardScope guard(state->fd);
-    auto record = read_record(state->fd);
-    if (!record) return record.status();
-    if (record->holder_token != grant.token || !owner_is(*record, request.owner))
-      return Status(errc::lock_lost, "lock '" + request.name + "': taken over by another holder (lease ran out)");
-    if (Status s = change(*record); !s) return s;
-    return write_record(state->fd, *record, sync_);
+    auto entry = read_entry(state->fd, state->offset);
+    if (!entry) return entry.status();
+    if (entry->token != grant.token || !owner_is(*entry, request.owner))
+      return Status(errc::lock_lost, std::string(kind_name(request.kind)) + " '" + request.name +
+                                         "': taken over by another holder (lease ran out, or force-released)");
+    if (Status s = change(*entry); !s) return s;
+    return write_entry(state->fd, state->offset, *entry, dir_.sync);
   }
 
   Result<int> take_descriptor(const std::string& file) {
@@ -307,9 +605,7 @@ class FileBackend final : public Backend, public LockDriver {
         return fd;
       }
     }
-    int fd = ::openat(dir_fd_, file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return os_error("opening lock file '" + file + "'");
-    return fd;
+    return dir_.open(file, true);
   }
 
   void put_descriptor(const std::string& file, int fd) {
@@ -324,14 +620,20 @@ class FileBackend final : public Backend, public LockDriver {
     ::close(fd);
   }
 
-  const std::string dir_;
-  const int dir_fd_;
-  const bool sync_;
-  const std::chrono::milliseconds op_timeout_;
-  const std::int32_t pid_;  // recorded for dlock status; a client is not used across fork()
-  std::mutex mu_;
+  Directory with_watches(Directory dir) {
+    dir.watches = &watches_;
+    return dir;
+  }
+
+  Watches watches_;  // before dir_: every Waiter goes before it
+  const Directory dir_;
+  Counters counters_;
+  Barriers barriers_;
+  mutable std::mutex mu_;
   std::map<std::string, std::vector<int>> idle_;  // guarded by mu_
   std::size_t idle_count_ = 0;                    // guarded by mu_
+  // An election candidate's ticket while its Waiter lives, by (owner, name).
+  std::map<std::tuple<std::string, std::string>, std::uint64_t> tickets_;  // guarded by mu_
 };
 
 Status invalid(std::string why) { return Status(errc::invalid_argument, "file url: " + std::move(why)); }
@@ -388,7 +690,8 @@ Result<std::unique_ptr<Backend>> open_file_backend(const Url& url, const ClientO
     ::close(fd);
     return invalid(problem);
   }
-  return std::unique_ptr<Backend>(std::make_unique<FileBackend>(path, fd, sync, options.op_timeout));
+  Directory directory{path, fd, sync, options.op_timeout, static_cast<std::int32_t>(::getpid())};
+  return std::unique_ptr<Backend>(std::make_unique<FileBackend>(std::move(directory)));
 }
 
 }  // namespace dlock::detail

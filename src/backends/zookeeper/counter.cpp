@@ -1,6 +1,7 @@
 #include "backends/zookeeper/counter.h"
 
 #include "backends/zookeeper/errors.h"
+#include "core/count_value.h"
 
 #include <limits>
 
@@ -8,13 +9,6 @@ namespace dlock::detail::zookeeper {
 namespace {
 
 constexpr int persistent = 0;
-
-// a + b, unless it does not fit in an int64.
-std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) {
-  std::int64_t sum;
-  if (__builtin_add_overflow(a, b, &sum)) return std::nullopt;
-  return sum;
-}
 
 }  // namespace
 
@@ -27,13 +21,7 @@ Status contended(std::string_view step) {
 Result<std::string> encode_count(std::int64_t value, const CountNode& seen, CounterWidth missing,
                                  std::string_view what) {
   const int width = seen.width ? seen.width : (missing == CounterWidth::int64 ? 8 : 4);
-  if (width == 4 &&
-      (value < std::numeric_limits<std::int32_t>::min() || value > std::numeric_limits<std::int32_t>::max()))
-    return Status(errc::invalid_argument,
-                  std::string(what) + " " + std::to_string(value) +
-                      " does not fit in 32 bits: this counter is stored as Apache Curator's SharedCount does (a "
-                      "4-byte int), so Java clients read the same value; a counter created with "
-                      "CounterWidth::int64 holds 64 bits");
+  if (Status fits = check_count_fits(value, width, what); !fits) return fits;
   auto bits = static_cast<std::uint64_t>(value);
   std::string bytes(static_cast<std::size_t>(width), '\0');
   for (int i = width - 1; i >= 0; --i, bits >>= 8) bytes[static_cast<std::size_t>(i)] = static_cast<char>(bits & 0xff);

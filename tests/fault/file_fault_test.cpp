@@ -1,0 +1,257 @@
+// Fault tests of the file:// backend: a holder of each primitive killed
+// (SIGKILL) or stopped (SIGSTOP) in another process. On one host the
+// kernel is the session: a dead holder's OFD locks go with it, so its share
+// is free at once, not after its lease; a stopped one keeps its locks but
+// loses its share when its lease runs out, and the resource refuses its
+// stale fencing token.
+#include "child_process.h"
+#include "fenced_resource.h"
+
+#include <dlock/dlock.h>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+// A contender for what the worker holds as `kind`, in this process: one
+// that the holder excludes.
+struct Contender {
+  std::function<bool(std::chrono::milliseconds)> take;  // try for that long
+  std::function<std::uint64_t()> token;
+  std::function<void()> give_back;
+};
+
+class FileFault : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string url() const { return "file://" + dir_.path() + "/locks"; }
+  std::string resource_path() const { return dir_.path() + "/resource"; }
+  std::string name() const { return "faults/" + GetParam(); }
+
+  std::unique_ptr<ChildProcess> holder(long lease_ms, const std::string& mode) const {
+    return std::make_unique<ChildProcess>(std::vector<std::string>{
+        DLOCK_TEST_WORKER, "hold", url(), name(), std::to_string(lease_ms), mode, resource_path(), GetParam()});
+  }
+
+  // A permit and a leader wait for one of their own kind; a SharedMutex's
+  // holder is contended by a writer, or (`reader`) by a reader.
+  Contender contender(bool reader = false) {
+    client_ = dlock::connect(url());
+    const std::string kind = GetParam();
+    if (kind == "read" || kind == "write") {
+      auto rw = std::make_shared<SharedMutex>(client_->shared_mutex(name()));
+      const bool reads = reader;
+      return {[rw, reads](std::chrono::milliseconds t) { return reads ? rw->try_lock_shared_for(t) : rw->try_lock_for(t); },
+              [rw] { return rw->token(); }, [rw, reads] { reads ? rw->unlock_shared() : rw->unlock(); }};
+    }
+    if (kind == "permit") {
+      auto semaphore = std::make_shared<Semaphore>(client_->semaphore(name(), 1));
+      return {[semaphore](std::chrono::milliseconds t) { return semaphore->try_acquire_for(t); },
+              [semaphore] { return semaphore->token(); }, [semaphore] { semaphore->release(); }};
+    }
+    auto election = std::make_shared<Election>(client_->election(name()));
+    return {[election](std::chrono::milliseconds t) { return election->campaign_for(t, "contender"); },
+            [election] { return election->token(); }, [election] { election->resign(); }};
+  }
+
+  TempDir dir_;
+  std::shared_ptr<Client> client_;
+};
+
+TEST_P(FileFault, AKilledHoldersShareIsFreeAtOnce) {
+  FencedResource resource(resource_path(), true);
+  auto held = holder(30'000, "watchdog");  // a lease far longer than the bound below
+  auto line = held->read_line(scaled(10s));
+  ASSERT_TRUE(line && line->starts_with("acquired ")) << line.value_or("<nothing>");
+  const std::uint64_t dead_token = std::stoull(line->substr(9));
+  // A dead writer lets a reader in; everything else, its own kind.
+  auto other = contender(GetParam() == "write");
+  ASSERT_FALSE(other.take(0ms)) << "the contender got in beside a live " << GetParam() << " holder";
+  held->signal(SIGKILL);
+  ASSERT_TRUE(held->wait(scaled(5s)));
+  const auto start = steady::now();
+  ASSERT_TRUE(other.take(scaled(10s))) << "a killed holder's share never came back";
+  EXPECT_LT(steady::now() - start, scaled(300ms)) << "the kernel should free a dead holder's share at once";
+  EXPECT_GT(other.token(), dead_token);
+  other.give_back();
+}
+
+TEST_P(FileFault, AStoppedHolderLosesItsShareAtItsLeaseAndIsFencedOff) {
+  FencedResource resource(resource_path(), true);
+  auto held = holder(1000, "fixed");
+  auto line = held->read_line(scaled(10s));
+  ASSERT_TRUE(line && line->starts_with("acquired ")) << line.value_or("<nothing>");
+  held->write_line("write");
+  ASSERT_EQ(held->read_line(scaled(5s)), std::optional<std::string>("write accepted lost=0"));
+  held->signal(SIGSTOP);
+  auto other = contender();
+  const auto start = steady::now();
+  ASSERT_TRUE(other.take(scaled(5s))) << "a stopped holder's fixed lease never ran out";
+  EXPECT_GE(steady::now() - start, 500ms) << "the share was free long before the stopped holder's lease ran out";
+  EXPECT_TRUE(resource.write(other.token(), 1)) << "the new holder's fenced write was refused";
+  held->signal(SIGCONT);
+  held->write_line("write");
+  EXPECT_EQ(held->read_line(scaled(5s)), std::optional<std::string>("write rejected lost=1"));
+  held->write_line("unlock");
+  EXPECT_EQ(held->read_line(scaled(5s)), std::optional<std::string>("unlock lock_lost"));
+  // The stale holder's release must not have freed the new holder's share.
+  auto third = contender();
+  EXPECT_FALSE(third.take(0ms));
+  other.give_back();
+  EXPECT_TRUE(third.take(scaled(2s)));
+  third.give_back();
+}
+
+// A waiter that is stopped keeps its byte locks (the kernel drops them only
+// when it dies) but not its hold on others: a writer waiting holds later
+// readers back, and a candidate in line holds back those behind it, only
+// while they keep retrying.
+class StoppedWaiter : public ::testing::Test {
+ protected:
+  std::string url() const { return "file://" + dir_.path() + "/locks"; }
+  std::unique_ptr<ChildProcess> waiting(const std::string& name, const std::string& kind) const {
+    return std::make_unique<ChildProcess>(std::vector<std::string>{
+        DLOCK_TEST_WORKER, "hold", url(), name, "30000", "watchdog", dir_.path() + "/resource", kind});
+  }
+  TempDir dir_;
+};
+
+TEST_F(StoppedWaiter, AStoppedWaitingWriterStopsHoldingReadersBack) {
+  FencedResource resource(dir_.path() + "/resource", true);
+  auto a = dlock::connect(url()), b = dlock::connect(url());
+  auto first = a->shared_mutex("rw");
+  first.lock_shared();
+  auto writer = waiting("rw", "write");
+  auto late = b->shared_mutex("rw");
+  ASSERT_TRUE(eventually(
+      [&] {
+        if (!late.try_lock_shared()) return true;
+        late.unlock_shared();
+        return false;
+      },
+      scaled(5s)))
+      << "the waiting writer never held a later reader back";
+  writer->signal(SIGSTOP);
+  const auto stopped = steady::now();
+  ASSERT_TRUE(late.try_lock_shared_for(scaled(10s))) << "a stopped waiting writer kept readers out for good";
+  EXPECT_GE(steady::now() - stopped, 1s) << "readers got past a writer that was still waiting";
+  late.unlock_shared();
+  first.unlock_shared();
+  writer->signal(SIGCONT);
+  EXPECT_TRUE(writer->read_line(scaled(10s)).value_or("").starts_with("acquired ")) << "the writer never got in";
+}
+
+TEST_F(StoppedWaiter, AStoppedCandidateInLineStopsHoldingTheNextBack) {
+  FencedResource resource(dir_.path() + "/resource", true);
+  auto a = dlock::connect(url()), b = dlock::connect(url());
+  auto leader = a->election("jobs");
+  leader.campaign("first");
+  auto queued = waiting("jobs", "leader");
+  std::this_thread::sleep_for(scaled(500ms));  // it waits in line
+  queued->signal(SIGSTOP);
+  leader.resign();
+  // First in line now, but stopped: it does not lead, and once its place
+  // lapses the next candidate does.
+  auto next = b->election("jobs");
+  const auto resigned = steady::now();
+  ASSERT_TRUE(next.campaign_for(scaled(10s), "next")) << "a stopped candidate in line kept everyone behind it out";
+  EXPECT_GE(steady::now() - resigned, 500ms) << "the candidate behind a live one in line overtook it";
+  EXPECT_EQ(leader.leader(), "next");
+  next.resign();
+  queued->signal(SIGCONT);
+  EXPECT_TRUE(queued->read_line(scaled(10s)).value_or("").starts_with("acquired ")) << "the candidate never led";
+}
+
+// Observers waiting for a leader change sleep in the kernel: one observer's
+// read must not wake the others (which would read, and wake it, in turn).
+TEST(FileElection, WaitingObserversDoNotWakeEachOther) {
+  TempDir dir;
+  const std::string url = "file://" + dir.path() + "/locks";
+  auto leading = dlock::connect(url);
+  auto leader = leading->election("observed");
+  leader.campaign("the-leader");
+  // Read system calls made by this process so far (/proc/self/io).
+  auto reads = [] {
+    std::ifstream io("/proc/self/io");
+    std::string key;
+    std::uint64_t value = 0;
+    while (io >> key >> value)
+      if (key == "syscr:") return value;
+    return std::uint64_t{0};
+  };
+  const auto before = reads();
+  std::vector<std::thread> observers;
+  for (int i = 0; i < 3; ++i)
+    observers.emplace_back([&] {
+      auto c = dlock::connect(url);
+      auto watch = c->election("observed");
+      EXPECT_EQ(watch.wait_leader_change_for("the-leader", 1s), "the-leader");
+    });
+  for (auto& t : observers) t.join();
+  // Each observer reads the leader a few times (at the start, each 500 ms
+  // safety net); woken by each other's reads they would read hundreds of times.
+  const auto made = reads() - before;
+  std::printf("%llu read calls by 3 observers in 1 s\n", static_cast<unsigned long long>(made));
+  EXPECT_LT(made, 200u) << "observers waiting for a change woke each other";
+  leader.resign();
+}
+
+// What `dlock status` shows: every kind held on file://, one line per
+// holder, and nothing once they are given back.
+TEST(FileStatus, ListsEveryKindHeld) {
+  TempDir dir;
+  const std::string url = "file://" + dir.path() + "/locks";
+  auto a = dlock::connect(url), b = dlock::connect(url);
+  auto mutex = a->mutex("status/mutex");
+  auto writer = a->shared_mutex("status/written");
+  auto reader = a->shared_mutex("status/read"), other_reader = b->shared_mutex("status/read");
+  auto semaphore = a->semaphore("status/permits", 3);
+  auto election = a->election("status/leader");
+  auto member = a->barrier("status/barrier", 1);
+  auto counter = a->counter("status/counter");
+  mutex.lock();
+  writer.lock();
+  reader.lock_shared();
+  other_reader.lock_shared();
+  semaphore.acquire();
+  semaphore.acquire();
+  election.campaign("the-leader");
+  member.arrive_and_wait();
+  counter.store(5);  // a value, not a holder: not listed
+  std::multiset<std::pair<std::string, std::string>> listed;
+  for (const auto& l : a->list_locks("status/")) listed.insert({l.name, l.kind});
+  const std::multiset<std::pair<std::string, std::string>> expected{
+      {"status/barrier", "member"}, {"status/leader", "leader"},  {"status/mutex", "mutex"},
+      {"status/permits", "permit"}, {"status/permits", "permit"}, {"status/read", "read"},
+      {"status/read", "read"},      {"status/written", "write"}};
+  EXPECT_EQ(listed, expected);
+  mutex.unlock();
+  writer.unlock();
+  reader.unlock_shared();
+  other_reader.unlock_shared();
+  semaphore.release(2);
+  election.resign();
+  member.leave();
+  EXPECT_TRUE(a->list_locks("status/").empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, FileFault, ::testing::Values("read", "write", "permit", "leader"),
+                         [](const auto& param_info) { return param_info.param; });
+
+}  // namespace
+}  // namespace dlock::test
