@@ -30,10 +30,12 @@ Result<std::string> Barriers::join(const std::string& name, std::chrono::millise
   auto create = session_.create_with_parents(node, ZOO_EPHEMERAL, deadline, step);
   if (!create) return create.status();
   const CallPtr& made = *create;
-  if (!made->wait_until(deadline) || Session::reply_lost(made->rc)) {
+  // (rc is the completion thread's until the call has answered.)
+  const bool answered = made->wait_until(deadline);
+  if (!answered || Session::reply_lost(made->rc)) {
     // It may have been made: it must not count as a member.
     session_.delete_later(node);
-    return made->rc == ZCONNECTIONLOSS ? to_status(made->rc, step, node) : no_reply(step);
+    return answered && made->rc == ZCONNECTIONLOSS ? to_status(made->rc, step, node) : no_reply(step);
   }
   if (made->rc != ZOK) return to_status(made->rc, step, node);
   return member;
