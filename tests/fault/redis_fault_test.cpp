@@ -221,6 +221,26 @@ TEST_F(RedisFault, KeyOfAnotherTypeIsRefusedAndLeftAlone) {
   EXPECT_EQ(cli("GET '" + key + "'"), "not-a-lock\n") << "the foreign key was changed";
 }
 
+// `held` leases of 3 s (renewed every 1 s) are all renewed each period, in
+// about one batch (one round trip) per period.
+void expect_one_batch_per_period(Client& client, int held, const char* what) {
+  // Taking them spreads their schedules over a few seconds; one period
+  // (plus the half period a lease may join a batch early) merges them.
+  // Measure after that.
+  std::this_thread::sleep_for(1500ms);
+  const auto before = client.stats();
+  std::this_thread::sleep_for(3500ms);
+  const auto after = client.stats();
+  const auto batches = after.renewal_batches - before.renewal_batches;
+  const auto renewals = after.renewals - before.renewals;
+  std::printf("%d %s over 3.5 s: %llu renewal batches, %llu leases renewed\n", held, what,
+              static_cast<unsigned long long>(batches), static_cast<unsigned long long>(renewals));
+  // Every ~1 s: at least twice each in 3.5 s even on a loaded machine (a
+  // 10,000-lease batch itself takes a while to send and answer).
+  EXPECT_GE(renewals, 2u * static_cast<unsigned>(held)) << what << " were not renewed every period";
+  EXPECT_LE(batches, 6u) << "renewals took more than about one round trip per period";
+}
+
 TEST_F(RedisFault, TenThousandHeldLocksRenewInOneBatchPerPeriod) {
   constexpr int locks = 10'000;
   auto client = dlock::connect(base_url());
@@ -230,21 +250,7 @@ TEST_F(RedisFault, TenThousandHeldLocksRenewInOneBatchPerPeriod) {
     held.push_back(client->mutex("many:" + std::to_string(i), {.lease = 3s}));  // renewed every 1 s
     held.back().lock();
   }
-  // Taking 10,000 locks spreads their schedules over a few seconds; one
-  // period (plus the half period a lease may join a batch early) merges
-  // them. Measure after that.
-  std::this_thread::sleep_for(1500ms);
-  const auto before = client->stats();
-  std::this_thread::sleep_for(3500ms);
-  const auto after = client->stats();
-  const auto batches = after.renewal_batches - before.renewal_batches;
-  const auto renewals = after.renewals - before.renewals;
-  std::printf("10000 held locks over 3.5 s: %llu renewal batches, %llu leases renewed\n",
-              static_cast<unsigned long long>(batches), static_cast<unsigned long long>(renewals));
-  // Every ~1 s: at least twice each in 3.5 s even on a loaded machine (a
-  // 10,000-lease batch itself takes a while to send and answer).
-  EXPECT_GE(renewals, 2u * locks) << "leases were not renewed every period";
-  EXPECT_LE(batches, 6u) << "renewals took more than about one round trip per period";
+  expect_one_batch_per_period(*client, locks, "held locks");
   for (auto& m : held) EXPECT_FALSE(m.lost());
   for (auto& m : held) m.unlock();
 }
@@ -425,16 +431,7 @@ TEST_F(RedisFault, TenThousandHeldPermitsRenewInOneBatchPerPeriod) {
   auto client = dlock::connect(base_url());
   auto semaphore = client->semaphore("many", permits, {.lease = 3s});  // renewed every 1 s
   for (int i = 0; i < permits; ++i) semaphore.acquire();
-  std::this_thread::sleep_for(1500ms);
-  const auto before = client->stats();
-  std::this_thread::sleep_for(3500ms);
-  const auto after = client->stats();
-  const auto batches = after.renewal_batches - before.renewal_batches;
-  const auto renewals = after.renewals - before.renewals;
-  std::printf("10000 held permits over 3.5 s: %llu renewal batches, %llu leases renewed\n",
-              static_cast<unsigned long long>(batches), static_cast<unsigned long long>(renewals));
-  EXPECT_GE(renewals, 2u * permits) << "permits were not renewed every period";
-  EXPECT_LE(batches, 6u) << "renewals took more than about one round trip per period";
+  expect_one_batch_per_period(*client, permits, "held permits");
   EXPECT_FALSE(semaphore.lost());
   EXPECT_EQ(semaphore.in_use(), permits);
   semaphore.release(permits);
