@@ -16,9 +16,12 @@ Status check_count_fits(std::int64_t value, int width_bytes, std::string_view wh
   return {};
 }
 
-std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) {
+Result<std::int64_t> count_sum(std::string_view name, std::int64_t before, std::int64_t delta) {
   std::int64_t sum;
-  if (__builtin_add_overflow(a, b, &sum)) return std::nullopt;
+  if (__builtin_add_overflow(before, delta, &sum))
+    return Status(errc::invalid_argument, "fetch_add on counter '" + std::string(name) + "': " +
+                                              std::to_string(before) + " + " + std::to_string(delta) +
+                                              " overflows 64 bits");
   return sum;
 }
 

@@ -6,7 +6,6 @@
 #include <dlock/status.h>
 
 #include <cstdint>
-#include <optional>
 #include <string_view>
 
 namespace dlock::detail {
@@ -15,7 +14,8 @@ namespace dlock::detail {
 // invalid_argument, the message starting with `what` (e.g. "store: value").
 Status check_count_fits(std::int64_t value, int width_bytes, std::string_view what);
 
-// a + b, unless it does not fit in an int64.
-std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b);
+// before + delta for fetch_add on counter `name`; invalid_argument if the
+// sum does not fit in an int64 (the counter's own width is check_count_fits').
+Result<std::int64_t> count_sum(std::string_view name, std::int64_t before, std::int64_t delta);
 
 }  // namespace dlock::detail

@@ -76,10 +76,8 @@ Result<std::int64_t> Counters::fetch_add(const std::string& name, std::int64_t d
   if (!open) return open.status();
   auto now = current((*open)->fd(), width);
   if (!now) return now.status();
-  auto sum = checked_add(now->first, delta);
-  if (!sum)
-    return Status(errc::invalid_argument, "fetch_add on counter '" + name + "': " + std::to_string(now->first) +
-                                              " + " + std::to_string(delta) + " overflows 64 bits");
+  auto sum = count_sum(name, now->first, delta);
+  if (!sum) return sum.status();
   if (Status s = check_count_fits(*sum, now->second, "fetch_add: the result"); !s) return s;
   if (Status s = write_count((*open)->fd(), now->second, *sum, dir_.sync); !s) return s;
   return now->first;

@@ -8,6 +8,7 @@
 // each watcher, which is every waiter that can proceed.
 #include "backends/redis/errors.h"
 #include "backends/redis/store.h"
+#include "core/count_value.h"
 #include "core/owner_id.h"
 
 namespace dlock::detail::redis {
@@ -34,10 +35,11 @@ namespace {
 
 const char* width_code(CounterWidth width) { return width == CounterWidth::int64 ? "8" : "4"; }
 
-Status out_of_range(const std::string& name, std::string_view what, std::int64_t value) {
-  return Status(errc::invalid_argument, "counter '" + name + "': " + std::string(what) + " " + std::to_string(value) +
-                                            " does not fit in 32 bits: the counter was created as an int32 (CounterWidth::int32); "
-                                            "a counter created with CounterWidth::int64 holds 64 bits");
+// A refusal by the script (it checks the stored width): core's range rule
+// says why, in the same words as on every store.
+Status refused(std::int64_t value, std::string_view what, const std::string& step) {
+  Status why = check_count_fits(value, 4, what);
+  return why.ok() ? unexpected(step) : why;
 }
 
 class Counters final : public CounterDriver {
@@ -61,7 +63,7 @@ class Counters final : public CounterDriver {
     const std::string_view args[] = {v, width_code(width)};
     auto r = run(Script::counter_store, name, args, deadline, step);
     if (!r) return r.status();
-    if (integer(r->get()->element[0]) == -1) return out_of_range(name, "store: value", value);
+    if (integer(r->get()->element[0]) == -1) return refused(value, "store: value", step);
     return {};
   }
 
@@ -77,12 +79,13 @@ class Counters final : public CounterDriver {
       case 1:
         if (auto before = reply->elements == 2 ? signed_number(reply->element[1]) : std::nullopt) return *before;
         return unexpected(step);
-      case -1:
-        return Status(errc::invalid_argument, "counter '" + name + "': fetch_add(" + d +
-                                                  "): the result does not fit in 32 bits: the counter was "
-                                                  "created as an int32 (CounterWidth::int32)");
-      case -2:
-        return Status(errc::invalid_argument, "counter '" + name + "': fetch_add(" + d + ") overflows 64 bits");
+      case -1: {
+        auto before = reply->elements == 3 ? signed_number(reply->element[2]) : std::nullopt;
+        if (!before) return unexpected(step);
+        auto sum = count_sum(name, *before, delta);
+        if (!sum) return sum.status();
+        return refused(*sum, "fetch_add: the result", step);
+      }
       default:
         return unexpected(step);
     }
@@ -106,7 +109,7 @@ class Counters final : public CounterDriver {
         return false;
       }
       case -1:
-        return out_of_range(name, "compare_exchange: desired", desired);
+        return refused(desired, "compare_exchange: desired", step);
       default:
         return unexpected(step);
     }

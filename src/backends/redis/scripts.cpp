@@ -146,6 +146,15 @@ local function waiting(s, entry)
   return tonumber(since), lease, fixed, tonumber(bound), data
 end
 )lua"},
+    {"latch_count", R"lua(
+-- A latch's count (a string), the latch made with `initial` if missing.
+local function latch_count(k, initial)
+  local count = redis.call('HGET', k, 'count')
+  if count then return count end
+  redis.call('HSET', k, 'count', initial)
+  return initial
+end
+)lua"},
     {"watch", R"lua(
 -- Watchers (zset k: entry -> deadline) wait for one event and are all woken
 -- by it; dead ones are dropped when someone watches.
@@ -370,7 +379,8 @@ end
 )lua";
 
 // ARGV: 1 owner, 2 lease ms, 3 our waiter entry ('' = none), 4 waiter_ttl ms,
-// 5 fair, 6 mode ('w' or 'r'), 7 token_retention ms
+// 5 max_barging_wait ms ('0' = fair; other bounds are not kept here: not fair), 6 mode ('w' or 'r'),
+// 7 token_retention ms
 constexpr std::string_view rw_acquire = R"lua(
 local now = now_ms()
 local owner, lease, entry, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[6]
@@ -387,7 +397,7 @@ end
 local free
 if mode == 'w' then
   free = not writer and redis.call('ZCARD', KEYS[2]) == 0 and
-         not (ARGV[5] == '1' and queued_before(entry, 'w', true, now))
+         not (ARGV[5] == '0' and queued_before(entry, 'w', true, now))
 else
   free = writer == owner or (not writer and not queued_before(entry, 'r', false, now))
 end
@@ -474,7 +484,8 @@ return 0
 // --- Semaphore --------------------------------------------------------------
 
 // ARGV: 1 owner, 2 lease ms, 3 our waiter entry ('' = none), 4 waiter_ttl ms,
-// 5 fair, 6 permits declared by the caller, 7 token_retention ms
+// 5 max_barging_wait ms ('0' = fair; other bounds are not kept here: not fair), 6 permits declared
+// by the caller, 7 token_retention ms
 constexpr std::string_view permit_acquire = R"lua(
 local declared = redis.call('HGET', KEYS[1], 'declared')
 if declared and declared ~= ARGV[6] then return {-1, declared} end
@@ -485,7 +496,7 @@ prune(KEYS[2], KEYS[3], now)
 local mine = redis.call('HGET', KEYS[3], owner)
 if mine then return {1, mine} end
 local free = redis.call('ZCARD', KEYS[2]) < tonumber(ARGV[6])
-if free and ARGV[5] == '1' then
+if free and ARGV[5] == '0' then
   local head = live_head(KEYS[4], KEYS[5], now)
   if head and head ~= entry then free = false end
 end
@@ -580,10 +591,10 @@ constexpr std::string_view counter_add = R"lua(
 local held = redis.call('HMGET', KEYS[1], 'value', 'width')
 local before, width = held[1] or '0', held[2] or ARGV[2]
 -- An int32's sum is exact in a double near the bounds, where it matters.
-if not fits(width, tonumber(before) + tonumber(ARGV[1])) then return {-1, width} end
+if not fits(width, tonumber(before) + tonumber(ARGV[1])) then return {-1, width, before} end
 local added = redis.pcall('HINCRBY', KEYS[1], 'value', ARGV[1])
 if type(added) == 'table' and added.err then
-  if string.find(added.err, 'overflow') then return {-2} end
+  if string.find(added.err, 'overflow') then return {-1, width, before} end
   return added
 end
 if not held[2] then redis.call('HSET', KEYS[1], 'width', width) end
@@ -604,22 +615,14 @@ return {1}
 
 // ARGV: 1 initial count, 2 our watcher entry ('' = don't watch), 3 its ttl ms
 constexpr std::string_view latch_read = R"lua(
-local count = redis.call('HGET', KEYS[1], 'count')
-if not count then
-  count = ARGV[1]
-  redis.call('HSET', KEYS[1], 'count', count)
-end
+local count = latch_count(KEYS[1], ARGV[1])
 if count ~= '0' and ARGV[2] ~= '' then watch(KEYS[2], ARGV[2], tonumber(ARGV[3]), now_ms()) end
 return count
 )lua";
 
 // ARGV: 1 initial count, 2 minus n ('-3'), 3 channel prefix, 4 tag
 constexpr std::string_view latch_count_down = R"lua(
-local count = redis.call('HGET', KEYS[1], 'count')
-if not count then
-  count = ARGV[1]
-  redis.call('HSET', KEYS[1], 'count', count)
-end
+local count = latch_count(KEYS[1], ARGV[1])
 if count == '0' then return '0' end
 local after = redis.call('HINCRBY', KEYS[1], 'count', ARGV[2])
 if after > 0 then return string.format('%.0f', after) end

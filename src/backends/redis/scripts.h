@@ -39,7 +39,7 @@ enum class Script {
   permit_force,    // drops every permit; 1 or 0 (none was out)
   // Counter: KEYS counter hash {value, width}
   counter_store,  // {1} or {-1, width} (out of range)
-  counter_add,    // {1, value before} or {-1, width} (out of range) or {-2} (int64 overflow)
+  counter_add,    // {1, value before} or {-1, width, value before} (the sum is out of range or overflows)
   counter_cas,    // {1} or {0, value seen} or {-1, width}
   // Latch: KEYS latch hash {count}, watchers zset
   latch_read,        // the count (a string); registers a watcher entry if given and count > 0

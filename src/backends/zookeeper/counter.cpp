@@ -104,10 +104,8 @@ Result<std::int64_t> Counters::fetch_add(const std::string& name, std::int64_t d
   while (steady::now() < deadline) {
     auto node = read_count(session_, path, deadline, step);
     if (!node) return node.status();
-    auto sum = checked_add(node->value, delta);
-    if (!sum)
-      return Status(errc::invalid_argument, "fetch_add on counter '" + name + "': " + std::to_string(node->value) +
-                                                " + " + std::to_string(delta) + " overflows 64 bits");
+    auto sum = count_sum(name, node->value, delta);
+    if (!sum) return sum.status();
     auto bytes = encode_count(*sum, *node, width, "fetch_add: the result");
     if (!bytes) return bytes.status();
     auto written = write_count(session_, path, *node, *bytes, deadline, step);
