@@ -72,7 +72,7 @@ struct LockRequest {
   std::int32_t permits = 0;
   // Not fair: a waiter that has waited this long is served before newcomers
   // (MutexOptions::max_barging_wait; 0 = as fair).
-  std::chrono::milliseconds max_barging_wait{1};
+  std::chrono::milliseconds max_barging_wait = MutexOptions{}.max_barging_wait;
 };
 
 // Backend state a grant needs later (an open descriptor, a row id, ...).

@@ -38,19 +38,11 @@ class Barriers final : public BarrierDriver {
     const std::string p = std::to_string(parties), ttl = ms(watcher_ttl), t = tag(name);
     const std::string_view args[] = {member, p, slot.entry(), ttl, store_.channel_prefix, t};
     auto reply = run(Script::barrier_enter, name, args, deadline, step);
-    if (!reply) return reply.status();
-    switch (integer(reply->get())) {
-      case 1:
-        return BarrierCheck{true, nullptr};
-      case 0:
-        return BarrierCheck{false, slot.take()};
-      case -1:
-        return Status(errc::lock_lost, "barrier '" + name +
-                                           "': our member entry is gone (its lease ran out while it waited to "
-                                           "enter); this member is out: arrive again");
-      default:
-        return unexpected(step);
-    }
+    if (reply && integer(reply->get()) == -1)
+      return Status(errc::lock_lost, "barrier '" + name +
+                                         "': our member entry is gone (its lease ran out while it waited to "
+                                         "enter); this member is out: arrive again");
+    return check(std::move(reply), slot, step);
   }
 
   Result<BarrierCheck> left(const std::string& name, const std::string& member, bool watch,
@@ -59,16 +51,7 @@ class Barriers final : public BarrierDriver {
     WatchSlot slot(store_, watch, tag(name));
     const std::string ttl = ms(watcher_ttl), t = tag(name);
     const std::string_view args[] = {member, slot.entry(), ttl, store_.channel_prefix, t};
-    auto reply = run(Script::barrier_leave, name, args, deadline, step);
-    if (!reply) return reply.status();
-    switch (integer(reply->get())) {
-      case 1:
-        return BarrierCheck{true, nullptr};
-      case 0:
-        return BarrierCheck{false, slot.take()};
-      default:
-        return unexpected(step);
-    }
+    return check(run(Script::barrier_leave, name, args, deadline, step), slot, step);
   }
 
   void remove(const std::string& name, const std::string& member, steady::time_point deadline) noexcept override {
@@ -83,6 +66,19 @@ class Barriers final : public BarrierDriver {
 
  private:
   static std::string tag(const std::string& name) { return "barrier:" + name; }
+
+  // A script's 1 (done) or 0 (not yet: the slot's Waiter).
+  static Result<BarrierCheck> check(Result<Reply> reply, WatchSlot& slot, const std::string& step) {
+    if (!reply) return reply.status();
+    switch (integer(reply->get())) {
+      case 1:
+        return BarrierCheck{true, nullptr};
+      case 0:
+        return BarrierCheck{false, slot.take()};
+      default:
+        return unexpected(step);
+    }
+  }
 
   Result<Reply> run(Script script, const std::string& name, std::span<const std::string_view> args,
                     steady::time_point deadline, const std::string& step) {

@@ -85,6 +85,11 @@ class Keys {
     for (auto suffix : suffixes) keys_.push_back(base + std::string(suffix));
     for (const auto& key : keys_) views_.push_back(key);
   }
+  // The views point into keys_' elements, which a move of the vector keeps
+  // where they are and a copy would not.
+  Keys(Keys&&) noexcept = default;
+  Keys(const Keys&) = delete;
+  Keys& operator=(const Keys&) = delete;
   std::span<const std::string_view> all() const { return views_; }
   std::span<const std::string_view> first(std::size_t n) const { return std::span(views_).first(n); }
   const std::string& operator[](std::size_t i) const { return keys_[i]; }
@@ -239,10 +244,10 @@ class RedisBackend final : public Backend, public LockDriver {
     const Layout& layout = layout_of(request.kind);
     const Keys keys = keys_of(request.name, layout);
     const std::string lease = ms(request.lease), ttl = ms(config_.waiter_ttl), retention = ms(config_.token_retention);
-    // An election is FIFO (the next in line leads, as on zk://).
-    const std::string_view fair = request.fair || request.kind == LockKind::latch ? "1" : "0";
+    // How long a waiter lets others barge; 0 = in order (fair, and an
+    // election always: the next in line leads, as on zk://).
     const std::string bound = request.fair || request.kind == LockKind::latch ? "0" : ms(request.max_barging_wait);
-    std::vector<std::string_view> args = {request.owner, lease, entry, ttl, fair};
+    std::vector<std::string_view> args = {request.owner, lease, entry, ttl, bound};
     std::string permits, tag;
     switch (request.kind) {
       case LockKind::read:
@@ -254,8 +259,7 @@ class RedisBackend final : public Backend, public LockDriver {
         args.insert(args.end(), {permits, retention});
         break;
       default:
-        // A mutex or a leadership: how long we let others barge, and the lease's mode.
-        args[4] = bound;
+        // A mutex or a leadership: the lease's mode too.
         args.push_back(request.mode == LeaseMode::fixed ? "1" : "0");
         if (request.kind == LockKind::latch) {
           tag = observer_tag(request.name);
@@ -305,26 +309,8 @@ class RedisBackend final : public Backend, public LockDriver {
     const auto deadline = steady::now() + config_.op_timeout;
     const std::string what = std::string(kind_name(request.kind)) + " '" + request.name + "'";
     const std::string step = "releasing " + what;
-    const Layout& layout = layout_of(request.kind);
-    const Keys keys = keys_of(request.name, layout);
-    const std::string token = std::to_string(grant.token), retention = ms(config_.token_retention),
-                      waiter_ttl = ms(config_.waiter_ttl);
-    std::vector<std::string_view> args;
-    std::string tag;
-    switch (request.kind) {
-      case LockKind::read:
-      case LockKind::write:
-        args = {request.owner, token, request.kind == LockKind::write ? "w" : "r", channel_prefix_, request.name};
-        break;
-      case LockKind::permit:
-        args = {request.owner, token, channel_prefix_, request.name};
-        break;
-      default:
-        tag = observer_tag(request.name);
-        args = {request.owner, token, retention, channel_prefix_, request.name, waiter_ttl, tag};
-        break;
-    }
-    auto reply = pool_.eval(layout.release, keys.all(), args, deadline, step, keys[0]);
+    const ReleaseCall call = release_call(request, grant);
+    auto reply = pool_.eval(call.script, call.keys.all(), call.views(), deadline, step, call.keys[0]);
     if (!reply) return reply.status();
     return released(reply->get(), what, step);
   }
@@ -335,14 +321,11 @@ class RedisBackend final : public Backend, public LockDriver {
   void release_async(const LockRequest& request, Grant& grant, std::function<void(Status)> done) override {
     if (request.kind != LockKind::mutex) return done(release(request, grant));
     const auto deadline = steady::now() + config_.op_timeout;
-    const Keys keys = keys_of(request.name, mutex_layout);
-    const std::string token = std::to_string(grant.token), retention = ms(config_.token_retention),
-                      waiter_ttl = ms(config_.waiter_ttl), tag;
-    const std::string_view args[] = {request.owner, token, retention, channel_prefix_, request.name, waiter_ttl, tag};
+    const ReleaseCall call = release_call(request, grant);
     Batch batch;
-    batch.add_eval(pool_.sha(Script::release), keys.all(), args);
+    batch.add_eval(pool_.sha(call.script), call.keys.all(), call.views());
     pool_.send(batch, deadline,
-               [what = "lock '" + request.name + "'", key = keys[0], done = std::move(done)](Replies replies) {
+               [what = "lock '" + request.name + "'", key = call.keys[0], done = std::move(done)](Replies replies) {
                  const std::string step = "releasing " + what;
                  if (!replies.failure.ok()) return done(replies.failure);
                  const redisReply* r = replies.replies.empty() ? nullptr : replies.replies.front().get();
@@ -628,6 +611,33 @@ class RedisBackend final : public Backend, public LockDriver {
 
  private:
   Keys keys_of(std::string_view name, const Layout& layout) const { return Keys(store_.base(name), layout.suffixes); }
+
+  // What releasing `request` sends: the script, its keys and arguments.
+  struct ReleaseCall {
+    Script script;
+    Keys keys;
+    std::vector<std::string> args;
+    std::vector<std::string_view> views() const { return {args.begin(), args.end()}; }
+  };
+  ReleaseCall release_call(const LockRequest& request, const Grant& grant) const {
+    const Layout& layout = layout_of(request.kind);
+    ReleaseCall call{layout.release, keys_of(request.name, layout), {}};
+    const std::string token = std::to_string(grant.token);
+    switch (request.kind) {
+      case LockKind::read:
+      case LockKind::write:
+        call.args = {request.owner, token, request.kind == LockKind::write ? "w" : "r", channel_prefix_, request.name};
+        break;
+      case LockKind::permit:
+        call.args = {request.owner, token, channel_prefix_, request.name};
+        break;
+      default:
+        call.args = {request.owner,  token, ms(config_.token_retention), channel_prefix_, request.name,
+                     ms(config_.waiter_ttl), observer_tag(request.name)};
+        break;
+    }
+    return call;
+  }
 
   const Config config_;
   const std::string client_id_;
