@@ -5,11 +5,12 @@
 #      bench/plot draws; the inventory service behind nginx sells exactly its stock);
 #   2. the unit, conformance and fault tests (every backend, worker processes
 #      and killed/stopped/restarted servers included) under AddressSanitizer +
-#      UndefinedBehaviorSanitizer;
-#   3. the same under ThreadSanitizer, but for the 10,000-lock and -permit renewal tests
-#      (their bound on batches per period assumes an uninstrumented client) and the
-#      host-name lookup test (glibc's getaddrinfo_a runs lookups on a thread it starts
-#      itself, which TSan's runtime does not know and crashes in);
+#      UndefinedBehaviorSanitizer, but for the 10,000-lock and -permit renewal
+#      tests (their bound on batches per period assumes an uninstrumented client;
+#      step 1 runs them);
+#   3. the same under ThreadSanitizer, also without the host-name lookup test
+#      (glibc's getaddrinfo_a runs lookups on a thread it starts itself, which
+#      TSan's runtime does not know and crashes in);
 #   4. the fuzzers (libFuzzer, clang, ASan + UBSan): URL, duration and name
 #      parsing, 20 s each from the committed seed corpus.
 # Usage: scripts/test.sh [--quick]   (--quick: only step 1)
