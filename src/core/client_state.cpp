@@ -176,7 +176,7 @@ Status ClientState::let_go(Hold& hold, bool release, bool wait) noexcept {
     }
     Status s = release ? backend_->locks().release(hold.request, hold.grant) : Status{};
     if (was_lost) {
-      hold.mark_lost();  // outside every lock: it may run stop callbacks
+      hold.mark_lost(hold.expiry_reason());  // outside every lock: it may run stop callbacks
       // What the caller must learn is that its critical section ran
       // unprotected; whether the store could also be told is secondary.
       if (s.code() != errc::lock_lost)

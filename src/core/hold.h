@@ -49,7 +49,7 @@ struct Hold {
 
   // Marks the lease gone, once: lost() turns true, stop_token() fires, the
   // client counts it and logs `why`.
-  void mark_lost(std::string_view why = "its lease ran out") noexcept {
+  void mark_lost(std::string_view why) noexcept {
     if (lost.exchange(true)) return;
     if (lost_counter) lost_counter->fetch_add(1, std::memory_order_relaxed);
     stop.request_stop();
@@ -72,8 +72,15 @@ struct Hold {
   // moment it runs again, before the lease keeper has had a chance to run.
   // May run stop callbacks: never call it while holding a lock.
   bool check_lost() noexcept {
-    if (!lost.load() && past_deadline()) mark_lost();
+    if (!lost.load() && past_deadline()) mark_lost(expiry_reason());
     return lost.load();
+  }
+
+  // Why a hold past its local deadline is lost: the same words whoever sees
+  // it first (the holder's own check or the lease keeper).
+  std::string_view expiry_reason() const noexcept {
+    return request.mode == LeaseMode::fixed ? "its fixed lease ran out"
+                                            : "its lease ran out before a renewal reached the store";
   }
 };
 

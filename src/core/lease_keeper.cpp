@@ -104,9 +104,7 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
     }
     if (now >= h->grant.valid_until) {
       // The store may have freed it already.
-      to_lose.emplace_back(h.get(), h->request.mode == LeaseMode::fixed
-                                        ? "its fixed lease ran out"
-                                        : "its lease ran out before a renewal reached the store");
+      to_lose.emplace_back(h.get(), std::string(h->expiry_reason()));
       continue;
     }
     if (h->request.mode == LeaseMode::fixed) continue;

@@ -329,7 +329,7 @@ TEST(LeaseKeeper, DestructorJoinsPromptly) {
   ScriptedDriver driver;
   auto h = make_hold("far", 24h, 8h);
   auto lost = make_hold("lost", scaled(1000ms), scaled(10ms));
-  lost->mark_lost();
+  lost->mark_lost("a test marks it");
   const auto start = steady::now();
   {
     LeaseKeeper idle(driver);  // waiting with nothing to do
