@@ -11,6 +11,7 @@
 # bench/plot's charts (a test draws them). libcpp-httplib-dev, nginx-light, apache2-utils:
 # the inventory-service example behind nginx under ab's load (a test runs it).
 # clang and libclang-rt-14-dev: the libFuzzer targets (tests/fuzz, the "fuzz" preset).
+# libasio-dev: standalone Asio for dlock/asio.h's coroutine tests (the library does not need it).
 set -euo pipefail
 
 packages=(
@@ -25,6 +26,7 @@ packages=(
   doxygen python3-matplotlib
   libcpp-httplib-dev nginx-light apache2-utils
   clang libclang-rt-14-dev
+  libasio-dev
 )
 
 missing=()

@@ -40,6 +40,9 @@ struct BackendUnderTest {
   bool election = false;
   // Whether it has Semaphore (Client::semaphore).
   bool semaphore = false;
+  // Whether its Semaphore leases permits, so async_acquire works (else it
+  // is refused with unsupported).
+  bool async_semaphore = false;
   // Whether it has the double barrier (Client::barrier).
   bool barrier = false;
   // If a release wakes one waiter, at most how many it wakes however many
@@ -60,6 +63,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().counters = true;
   all.back().election = true;
   all.back().semaphore = true;
+  all.back().async_semaphore = true;
   all.back().barrier = true;
 #endif
 #ifdef DLOCK_WITH_SQLITE
@@ -74,6 +78,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().counters = true;
   all.back().election = true;
   all.back().semaphore = true;
+  all.back().async_semaphore = true;
   all.back().barrier = true;
 #endif
 #ifdef DLOCK_WITH_ZOOKEEPER
