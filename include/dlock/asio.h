@@ -56,12 +56,14 @@ struct async_adapter<Token, void> {
           Work guard = asio::make_work_guard(asio::get_associated_executor(handler));
           auto pending = std::make_shared<Pending>(Pending{std::move(handler), std::move(guard)});
           begin([pending](Status s, dlock::Hold hold) {
-            auto executor = pending->work.get_executor();
-            asio::post(executor, [pending, s = std::move(s), hold = std::move(hold)]() mutable {
+            // The work is let go of here, once post() has returned: were the
+            // handler to let it go, run() could return and the io_context
+            // go while post() still signals it.
+            Work work = std::move(pending->work);
+            asio::post(work.get_executor(), [pending, s = std::move(s), hold = std::move(hold)]() mutable {
               std::exception_ptr error;
               if (!s.ok()) error = std::make_exception_ptr(Error(s.code(), s.message()));
               auto h = std::move(pending->handler);
-              pending->work.reset();
               std::move(h)(error, std::move(hold));
             });
           });
