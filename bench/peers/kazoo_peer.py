@@ -22,7 +22,6 @@ the run and deleted at the end.
 """
 import argparse
 import json
-import math
 import multiprocessing as mp
 import os
 import queue
@@ -40,6 +39,8 @@ except ImportError:
                      "run it with /usr/bin/python3 if another python3 comes first on PATH)\n")
     sys.exit(64)
 
+from peer_stats import loop_fields
+
 MARGIN_S = 15.0
 
 
@@ -48,20 +49,6 @@ def hosts_of(url):
     if url.startswith("zk://"):
         url = url[len("zk://"):]
     return url.split("?", 1)[0]
-
-
-def nearest_rank_us(samples, q):
-    """Nearest-rank percentile of sorted seconds, in microseconds (0 if none)."""
-    if not samples:
-        return 0.0
-    k = min(len(samples) - 1, max(0, math.ceil(q * len(samples)) - 1))
-    return round(samples[k] * 1e6, 1)
-
-
-def fairness(shares):
-    """Jain's index (sum x)^2 / (n * sum x^2)."""
-    sq = sum(s * s for s in shares)
-    return round(sum(shares) ** 2 / (len(shares) * sq), 3) if shares and sq else 0.0
 
 
 def contender(cfg, index, state, out):
@@ -172,7 +159,6 @@ def run(cfg):
             final = state["counter"].value
         lost = ops - final
     changes = state["owner_changes"].value
-    per_s = (lambda n: round(n / elapsed, 1) if elapsed > 0 else 0)
     return {
         "peer": "kazoo",
         "variant": "Lock",
@@ -180,18 +166,7 @@ def run(cfg):
         "backend": cfg.url,
         "processes": cfg.processes,
         "threads": 1,
-        "seconds": round(elapsed, 3),
-        "ops": ops,
-        "ops_per_s": per_s(ops),
-        "acquire_p50_us": nearest_rank_us(acquire, 0.5),
-        "acquire_p99_us": nearest_rank_us(acquire, 0.99),
-        "release_p50_us": nearest_rank_us(release, 0.5),
-        "release_p99_us": nearest_rank_us(release, 0.99),
-        "lost_updates": lost,
-        "owner_changes": changes,
-        "owner_changes_per_s": per_s(changes),
-        "shares": shares,
-        "jain": fairness(shares),
+        **loop_fields(elapsed, ops, acquire, release, lost, changes, shares),
         "stopped": ",".join(sorted({r["stopped"] for r in results})),
         "inside": ("zk get+set" if cfg.inside == "zk" else "shared-memory read+write")
                   if cfg.workload == "contended" else "nothing",
