@@ -24,7 +24,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import queue
 import signal
 import sys
 import threading
@@ -39,7 +38,7 @@ except ImportError:
                      "run it with /usr/bin/python3 if another python3 comes first on PATH)\n")
     sys.exit(64)
 
-from peer_stats import loop_fields
+from peer_common import gather, loop_fields
 
 MARGIN_S = 15.0
 
@@ -118,30 +117,7 @@ def run(cfg):
              "owner_changes": ctx.RawValue("Q", 0), "start": ctx.Barrier(cfg.processes + 1)}
     out = ctx.Queue()
     procs = [ctx.Process(target=contender, args=(cfg, i, state, out), daemon=True) for i in range(cfg.processes)]
-    for p in procs:
-        p.start()
-    try:
-        state["start"].wait(timeout=30)
-    except threading.BrokenBarrierError:
-        pass  # a worker failed to connect: its result says why
-    start = time.monotonic()
-    limit = start + cfg.seconds + 2 * MARGIN_S
-    results, problems = [], []
-    while len(results) < len(procs):
-        try:
-            results.append(out.get(timeout=max(0.1, limit - time.monotonic())))
-        except queue.Empty:
-            break
-    for i, p in enumerate(procs):
-        p.join(timeout=max(0.1, limit - time.monotonic()))
-        if p.is_alive():
-            problems.append("worker %d (pid %d) did not finish in time: killed" % (i, p.pid))
-            p.kill()  # our own child, by its pid
-            p.join(5)
-    problems += ["worker %d: %s" % (r["index"], r["error"]) for r in results if r["error"]]
-    if problems or len(results) != len(procs):
-        raise RuntimeError("; ".join(problems) or "a worker sent no result")
-    results.sort(key=lambda r: r["index"])
+    results, start = gather(procs, state["start"], out, cfg.seconds, MARGIN_S)
     elapsed = max(r["end"] for r in results) - start
     ops = sum(r["ops"] for r in results)
     shares = [r["ops"] for r in results]

@@ -26,7 +26,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import queue
 import signal
 import sys
 import tempfile
@@ -41,7 +40,7 @@ except ImportError:
                      "run it with /usr/bin/python3 if another python3 comes first on PATH)\n")
     sys.exit(64)
 
-from peer_stats import loop_fields
+from peer_common import gather, loop_fields
 
 MARGIN_S = 15.0
 
@@ -90,7 +89,8 @@ def process_main(cfg, index, shared, out):
     errors = [t["error"] for t in threads if t["error"]]
     if any(t.is_alive() for t in running):
         errors.append("a thread still ran %.0f s past the limit" % MARGIN_S)
-    out.put({"index": index, "end": time.monotonic(), "errors": errors, "ops": sum(t["ops"] for t in threads),
+    out.put({"index": index, "end": time.monotonic(), "error": "; ".join(errors) or None,
+             "ops": sum(t["ops"] for t in threads),
              "acquire": [x for t in threads for x in t["acquire"]],
              "release": [x for t in threads for x in t["release"]]})
     out.close()
@@ -105,30 +105,7 @@ def contended(cfg):
     out = ctx.Queue()
     procs = [ctx.Process(target=process_main, args=(cfg, i, shared, out), daemon=True)
              for i in range(cfg.processes)]
-    for p in procs:
-        p.start()
-    try:
-        shared["start"].wait(timeout=30)
-    except threading.BrokenBarrierError:
-        pass  # a worker failed before the start: the missing result says so
-    start = time.monotonic()
-    limit = start + cfg.seconds + 2 * MARGIN_S
-    results = []
-    while len(results) < len(procs):
-        try:
-            results.append(out.get(timeout=max(0.1, limit - time.monotonic())))
-        except queue.Empty:
-            break
-    problems = ["worker %d: %s" % (r["index"], e) for r in results for e in r["errors"]]
-    for i, p in enumerate(procs):
-        p.join(timeout=max(0.1, limit - time.monotonic()))
-        if p.is_alive():
-            problems.append("worker %d (pid %d) did not finish in time: killed" % (i, p.pid))
-            p.kill()  # our own child, by its pid
-            p.join(5)
-    if problems or len(results) != len(procs):
-        raise RuntimeError("; ".join(problems) or "a worker sent no result")
-    results.sort(key=lambda r: r["index"])
+    results, start = gather(procs, shared["start"], out, cfg.seconds, MARGIN_S)
     elapsed = max(r["end"] for r in results) - start
     ops = sum(r["ops"] for r in results)
     shares = [r["ops"] for r in results]
