@@ -279,6 +279,37 @@ TEST(FileMutex, HandoffsLeaveNoFileOrDescriptorBehind) {
   EXPECT_EQ(descriptors(), before) << "descriptors left open after the clients went";
 }
 
+// More waiters than the line has places (128): the others wait without
+// one, and every release then wakes them all, as before the line. All are
+// served, one at a time.
+TEST(FileMutex, MoreWaitersThanPlacesInLineAreAllServed) {
+  TempDir dir;
+  const std::string url = "file://" + dir.path() + "/locks";
+  auto a = dlock::connect(url), b = dlock::connect(url);
+  auto held = a->mutex("crowd");
+  held.lock();
+  constexpr int waiters = 140;
+  std::atomic<int> served{0}, inside{0};
+  std::atomic<bool> overlapped{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < waiters; ++i)
+    threads.emplace_back([&] {
+      auto m = b->mutex("crowd");
+      if (!m.try_lock_for(scaled(60s))) return;
+      if (inside.fetch_add(1) != 0) overlapped = true;
+      std::this_thread::sleep_for(100us);
+      inside.fetch_sub(1);
+      ++served;
+      m.unlock();
+    });
+  std::this_thread::sleep_for(scaled(1s));  // they all wait, 12 of them without a place
+  held.unlock();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(served.load(), waiters);
+  EXPECT_FALSE(overlapped.load()) << "two waiters held the lock at once";
+  EXPECT_EQ(b->stats().failed_releases, 0u);
+}
+
 // Observers waiting for a leader change sleep in the kernel: one observer's
 // read must not wake the others (which would read, and wake it, in turn).
 TEST(FileElection, WaitingObserversDoNotWakeEachOther) {
