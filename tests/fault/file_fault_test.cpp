@@ -266,7 +266,7 @@ TEST(FileMutex, HandoffsLeaveNoFileOrDescriptorBehind) {
         got = m.try_lock_for(scaled(10s));
         if (got) m.unlock();
       });
-      std::this_thread::sleep_for(20ms);  // it waits in line
+      std::this_thread::sleep_for(scaled(30ms));  // it waits in line
       held.unlock();
       next.join();
       ASSERT_TRUE(got) << "name " << i;
