@@ -242,7 +242,8 @@ TEST_F(MutexLine, AStoppedWaiterFirstInLineStopsHoldingTheNextBack) {
   // lapses (it renewed it at most 500 ms before it was stopped).
   EXPECT_GE(after_us, 1'000'000) << "the waiter behind a live one first in line overtook it";
   first_->signal(SIGCONT);
-  EXPECT_TRUE(first_->read_line(scaled(10s)).value_or("").starts_with("acquired ")) << "the stopped waiter never got in";
+  EXPECT_TRUE(first_->read_line(scaled(10s)).value_or("").starts_with("acquired "))
+      << "the stopped waiter never got in";
 }
 
 // Handoffs through the line leave nothing behind: one file per name, and
@@ -273,9 +274,9 @@ TEST(FileMutex, HandoffsLeaveNoFileOrDescriptorBehind) {
     }
     EXPECT_GE(b->stats().wakeups, static_cast<std::uint64_t>(names) / 2) << "the handoffs were not woken by releases";
   }
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path() + "/locks"),
-                          std::filesystem::directory_iterator()),
-            names);
+  EXPECT_EQ(
+      std::distance(std::filesystem::directory_iterator(dir.path() + "/locks"), std::filesystem::directory_iterator()),
+      names);
   EXPECT_EQ(descriptors(), before) << "descriptors left open after the clients went";
 }
 

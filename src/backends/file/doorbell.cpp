@@ -23,9 +23,9 @@ Address address_of(const FileId& file, std::uint64_t ticket) {
   Address a;
   a.addr.sun_family = AF_UNIX;
   char name[96];
-  const int n = std::snprintf(name, sizeof name, "dlock-file/%llx/%llx/%llx",
-                              static_cast<unsigned long long>(file.device),
-                              static_cast<unsigned long long>(file.inode), static_cast<unsigned long long>(ticket));
+  const int n =
+      std::snprintf(name, sizeof name, "dlock-file/%llx/%llx/%llx", static_cast<unsigned long long>(file.device),
+                    static_cast<unsigned long long>(file.inode), static_cast<unsigned long long>(ticket));
   std::memcpy(a.addr.sun_path + 1, name, static_cast<std::size_t>(n));
   a.len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + static_cast<std::size_t>(n));
   return a;
@@ -42,8 +42,7 @@ Result<FileId> file_id(int fd) {
 
 Result<int> open_doorbell(const FileId& file, std::uint64_t ticket) {
   int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return Status(errc::unavailable, std::string("file backend: a waiter's socket: ") + std::strerror(errno));
+  if (fd < 0) return Status(errc::unavailable, std::string("file backend: a waiter's socket: ") + std::strerror(errno));
   const Address a = address_of(file, ticket);
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&a.addr), a.len) != 0) {
     Status s(errc::unavailable, std::string("file backend: binding a waiter's socket: ") + std::strerror(errno));

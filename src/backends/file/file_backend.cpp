@@ -223,8 +223,8 @@ class FileBackend final : public Backend, public LockDriver {
       if (!wake_all) {
         auto found = first_waiter(state->fd, monotonic_ns());
         auto unqueued = range_locked(state->fd, unqueued_waiting, 1);
-        if (found && unqueued && !*unqueued) first = *found;
-        else wake_all = true;
+        wake_all = !found || !unqueued || *unqueued;
+        if (!wake_all) first = *found;
       }
       return Status{};
     });

@@ -21,7 +21,12 @@ constexpr std::size_t max_idle_instances = 16;
 class FileWaiter final : public Waiter {
  public:
   FileWaiter(Watches& watches, int inotify_fd, int wd, int place, std::function<void()> on_close, int doorbell)
-      : watches_(watches), fd_(inotify_fd), wd_(wd), place_(place), on_close_(std::move(on_close)), doorbell_(doorbell) {}
+      : watches_(watches),
+        fd_(inotify_fd),
+        wd_(wd),
+        place_(place),
+        on_close_(std::move(on_close)),
+        doorbell_(doorbell) {}
   ~FileWaiter() override {
     if (on_close_) on_close_();
     if (place_ >= 0) ::close(place_);

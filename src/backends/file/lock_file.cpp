@@ -231,8 +231,8 @@ Result<std::vector<WaiterSlot>> read_waiter_slots(int fd) {
 
 Status write_waiter_slot(int fd, std::uint32_t slot, const WaiterSlot& waiter, bool sync) {
   return write_at(fd, &waiter, sizeof waiter,
-                  waiter_slots_offset + static_cast<std::int64_t>(slot) * static_cast<std::int64_t>(sizeof waiter), sync,
-                  "writing a waiter's place");
+                  waiter_slots_offset + static_cast<std::int64_t>(slot) * static_cast<std::int64_t>(sizeof waiter),
+                  sync, "writing a waiter's place");
 }
 
 Status take_liveness(int fd, std::uint64_t token) {

@@ -100,6 +100,7 @@ struct WaiterSlot {
   std::int64_t waiting_until;   // its place counts until then (waiting_lease_ns)
   std::int64_t max_barging_ns;  // how long it lets newcomers go first (0: fair)
 };
+static_assert(sizeof(WaiterSlot) == 32, "a waiter's slot's layout is on disk");
 
 struct CountRecord {
   char magic[8];
