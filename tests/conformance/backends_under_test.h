@@ -63,7 +63,12 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().barrier = true;
 #endif
 #ifdef DLOCK_WITH_SQLITE
-  all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false, false, false});
+  all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false, true, true});
+  all.back().shared = true;
+  all.back().bounded_wait = true;
+  all.back().downgrade = true;
+  all.back().election = true;
+  all.back().semaphore = true;
 #endif
 #ifdef DLOCK_WITH_REDIS
   all.push_back({"redis", [](const std::string& dir) { return server_url("redis") + "/0?prefix=" + unique_prefix(dir); },
