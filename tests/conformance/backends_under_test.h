@@ -67,7 +67,6 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().shared = true;
   all.back().bounded_wait = true;
   all.back().downgrade = true;
-  all.back().election = true;
   all.back().semaphore = true;
 #endif
 #ifdef DLOCK_WITH_REDIS

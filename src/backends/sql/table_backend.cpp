@@ -169,7 +169,10 @@ class TableBackend final : public Backend, public LockDriver {
   bool supports_fair() const override { return wakeups_ != nullptr; }
   bool supports_shared() const override { return true; }
   bool supports_downgrade() const override { return true; }
-  bool supports_election() const override { return true; }
+  // Not yet: a resigning leader must hand over to the next in line in the
+  // same transaction (as on zk:// and redis://), or observers see a moment
+  // without a leader.
+  bool supports_election() const override { return false; }
   bool supports_permits() const override { return true; }
   LockDriver& locks() override { return *this; }
 

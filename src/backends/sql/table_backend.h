@@ -3,7 +3,7 @@
 // A database backend (sqlite://, postgres://) opens its connections, makes
 // a Pool of them and a Dialect of its SQL, and gets every lock primitive
 // the recipe has: Mutex (fair or starvation-bounded), SharedMutex,
-// Semaphore (leased permits) and Election. See table_backend.cpp.
+// Semaphore (leased permits); Election next. See table_backend.cpp.
 #pragma once
 
 #include "backends/sql/connection.h"
