@@ -157,13 +157,17 @@ class TableWaiter final : public Waiter {
 
 class TableBackend final : public Backend, public LockDriver {
  public:
-  TableBackend(std::unique_ptr<Pool> pool, std::shared_ptr<const Dialect> dialect, std::shared_ptr<Mailbox> mailbox,
-               std::shared_ptr<Wakeups> wakeups, TableConfig config)
-      : pool_(std::move(pool)),
-        dialect_(std::move(dialect)),
-        mailbox_(std::move(mailbox)),
-        wakeups_(std::move(wakeups)),
-        config_(std::move(config)) {}
+  TableBackend(std::shared_ptr<const Dialect> dialect, std::shared_ptr<Mailbox> mailbox, TableConfig config)
+      : dialect_(std::move(dialect)), mailbox_(std::move(mailbox)), config_(std::move(config)) {}
+
+  void use(Parts parts) {
+    pool_ = std::move(parts.pool);
+    wakeups_ = std::move(parts.wakeups);
+  }
+
+  // The wake-ups' receiver delivers into the mailbox until it stops: stop
+  // it before the rest goes.
+  ~TableBackend() override { wakeups_.reset(); }
 
   Status validate_name(std::string_view) const override { return {}; }
   bool supports_fair() const override { return wakeups_ != nullptr; }
@@ -409,11 +413,14 @@ TableWaiter::~TableWaiter() { backend_.leave(target_, *slot_); }
 
 }  // namespace
 
-std::unique_ptr<Backend> make_table_backend(std::unique_ptr<Pool> pool, std::shared_ptr<const Dialect> dialect,
-                                            std::shared_ptr<Mailbox> mailbox, std::shared_ptr<Wakeups> wakeups,
-                                            TableConfig config) {
-  return std::make_unique<TableBackend>(std::move(pool), std::move(dialect), std::move(mailbox), std::move(wakeups),
-                                        std::move(config));
+Result<std::unique_ptr<Backend>> make_table_backend(std::shared_ptr<const Dialect> dialect,
+                                                    std::shared_ptr<Mailbox> mailbox, TableConfig config,
+                                                    const std::function<Result<Parts>(Events&)>& make_parts) {
+  auto backend = std::make_unique<TableBackend>(std::move(dialect), std::move(mailbox), std::move(config));
+  auto parts = make_parts(backend->events());
+  if (!parts) return parts.status();
+  backend->use(std::move(*parts));
+  return std::unique_ptr<Backend>(std::move(backend));
 }
 
 std::string this_process() {

@@ -12,6 +12,7 @@
 #include "core/driver.h"
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,11 +28,19 @@ struct TableConfig {
   std::string holder_info;
 };
 
-// `wakeups` may be null: waiters then poll (no queue, no fair mode).
-// `mailbox` receives this client's wake-ups (from `wakeups`' receiver).
-std::unique_ptr<Backend> make_table_backend(std::unique_ptr<Pool> pool, std::shared_ptr<const Dialect> dialect,
-                                            std::shared_ptr<Mailbox> mailbox, std::shared_ptr<Wakeups> wakeups,
-                                            TableConfig config);
+// What a database backend brings to the recipe. `wakeups` may be null:
+// waiters then poll (no queue, no fair mode).
+struct Parts {
+  std::unique_ptr<Pool> pool;
+  std::shared_ptr<Wakeups> wakeups;
+};
+
+// Makes the backend; `make_parts` makes its connections and wake-ups, which
+// report connections lost and restored to the backend's Events. `mailbox`
+// receives this client's wake-ups (from the wake-ups' receiver).
+Result<std::unique_ptr<Backend>> make_table_backend(std::shared_ptr<const Dialect> dialect,
+                                                    std::shared_ptr<Mailbox> mailbox, TableConfig config,
+                                                    const std::function<Result<Parts>(Events&)>& make_parts);
 
 // "host <hostname> pid <pid>" for TableConfig::holder_info.
 std::string this_process();

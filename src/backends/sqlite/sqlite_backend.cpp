@@ -319,10 +319,11 @@ Result<std::unique_ptr<Backend>> open_sqlite_backend(const Url& url, const Clien
   config.op_timeout = options.op_timeout;
   config.holder_info = sql::this_process();
   auto mailbox = std::make_shared<sql::Mailbox>();
-  auto wakeups = PipeWakeups::open(*path, mailbox);
-  if (!wakeups) return wakeups.status();
-  return sql::make_table_backend(std::move(conn), dialect, std::move(mailbox), std::move(*wakeups),
-                                 std::move(config));
+  return sql::make_table_backend(dialect, mailbox, std::move(config), [&](Events&) -> Result<sql::Parts> {
+    auto wakeups = PipeWakeups::open(*path, mailbox);
+    if (!wakeups) return wakeups.status();
+    return sql::Parts{std::move(conn), std::move(*wakeups)};
+  });
 }
 
 }  // namespace dlock::detail
