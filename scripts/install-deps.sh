@@ -11,6 +11,7 @@
 # bench/plot's charts (a test draws them). libcpp-httplib-dev, nginx-light, apache2-utils:
 # the inventory-service example behind nginx under ab's load (a test runs it).
 # clang and libclang-rt-14-dev: the libFuzzer targets (tests/fuzz, the "fuzz" preset).
+# python3-tooz: the file:// benchmark's peer (bench/peers/tooz_peer.py).
 set -euo pipefail
 
 packages=(
@@ -19,7 +20,7 @@ packages=(
   libsqlite3-dev sqlite3
   libcli11-dev nlohmann-json3-dev
   libhiredis-dev redis-server redis-tools
-  python3 python3-redis
+  python3 python3-redis python3-tooz
   zookeeper libzookeeper-mt-dev libslf4j-java
   default-jdk-headless libcurator-recipes-java python3-kazoo
   doxygen python3-matplotlib

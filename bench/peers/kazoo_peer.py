@@ -22,10 +22,8 @@ the run and deleted at the end.
 """
 import argparse
 import json
-import math
 import multiprocessing as mp
 import os
-import queue
 import signal
 import sys
 import threading
@@ -40,6 +38,8 @@ except ImportError:
                      "run it with /usr/bin/python3 if another python3 comes first on PATH)\n")
     sys.exit(64)
 
+from peer_common import gather, loop_fields
+
 MARGIN_S = 15.0
 
 
@@ -48,20 +48,6 @@ def hosts_of(url):
     if url.startswith("zk://"):
         url = url[len("zk://"):]
     return url.split("?", 1)[0]
-
-
-def nearest_rank_us(samples, q):
-    """Nearest-rank percentile of sorted seconds, in microseconds (0 if none)."""
-    if not samples:
-        return 0.0
-    k = min(len(samples) - 1, max(0, math.ceil(q * len(samples)) - 1))
-    return round(samples[k] * 1e6, 1)
-
-
-def fairness(shares):
-    """Jain's index (sum x)^2 / (n * sum x^2)."""
-    sq = sum(s * s for s in shares)
-    return round(sum(shares) ** 2 / (len(shares) * sq), 3) if shares and sq else 0.0
 
 
 def contender(cfg, index, state, out):
@@ -131,30 +117,7 @@ def run(cfg):
              "owner_changes": ctx.RawValue("Q", 0), "start": ctx.Barrier(cfg.processes + 1)}
     out = ctx.Queue()
     procs = [ctx.Process(target=contender, args=(cfg, i, state, out), daemon=True) for i in range(cfg.processes)]
-    for p in procs:
-        p.start()
-    try:
-        state["start"].wait(timeout=30)
-    except threading.BrokenBarrierError:
-        pass  # a worker failed to connect: its result says why
-    start = time.monotonic()
-    limit = start + cfg.seconds + 2 * MARGIN_S
-    results, problems = [], []
-    while len(results) < len(procs):
-        try:
-            results.append(out.get(timeout=max(0.1, limit - time.monotonic())))
-        except queue.Empty:
-            break
-    for i, p in enumerate(procs):
-        p.join(timeout=max(0.1, limit - time.monotonic()))
-        if p.is_alive():
-            problems.append("worker %d (pid %d) did not finish in time: killed" % (i, p.pid))
-            p.kill()  # our own child, by its pid
-            p.join(5)
-    problems += ["worker %d: %s" % (r["index"], r["error"]) for r in results if r["error"]]
-    if problems or len(results) != len(procs):
-        raise RuntimeError("; ".join(problems) or "a worker sent no result")
-    results.sort(key=lambda r: r["index"])
+    results, start = gather(procs, state["start"], out, cfg.seconds, MARGIN_S)
     elapsed = max(r["end"] for r in results) - start
     ops = sum(r["ops"] for r in results)
     shares = [r["ops"] for r in results]
@@ -172,7 +135,6 @@ def run(cfg):
             final = state["counter"].value
         lost = ops - final
     changes = state["owner_changes"].value
-    per_s = (lambda n: round(n / elapsed, 1) if elapsed > 0 else 0)
     return {
         "peer": "kazoo",
         "variant": "Lock",
@@ -180,18 +142,7 @@ def run(cfg):
         "backend": cfg.url,
         "processes": cfg.processes,
         "threads": 1,
-        "seconds": round(elapsed, 3),
-        "ops": ops,
-        "ops_per_s": per_s(ops),
-        "acquire_p50_us": nearest_rank_us(acquire, 0.5),
-        "acquire_p99_us": nearest_rank_us(acquire, 0.99),
-        "release_p50_us": nearest_rank_us(release, 0.5),
-        "release_p99_us": nearest_rank_us(release, 0.99),
-        "lost_updates": lost,
-        "owner_changes": changes,
-        "owner_changes_per_s": per_s(changes),
-        "shares": shares,
-        "jain": fairness(shares),
+        **loop_fields(elapsed, ops, acquire, release, lost, changes, shares),
         "stopped": ",".join(sorted({r["stopped"] for r in results})),
         "inside": ("zk get+set" if cfg.inside == "zk" else "shared-memory read+write")
                   if cfg.workload == "contended" else "nothing",

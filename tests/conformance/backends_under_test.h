@@ -55,8 +55,10 @@ inline void PrintTo(const BackendUnderTest& backend, std::ostream* os) { *os << 
 inline std::vector<BackendUnderTest> backends_under_test() {
   std::vector<BackendUnderTest> all;
 #ifdef DLOCK_WITH_FILE
-  all.push_back({"file", [](const std::string& dir) { return "file://" + dir + "/locks"; }, true, true, false});
+  all.push_back({"file", [](const std::string& dir) { return "file://" + dir + "/locks"; }, true, true, true});
   all.back().shared = true;
+  all.back().bounded_wait = true;
+  all.back().woken_per_release = 1;
   all.back().counters = true;
   all.back().election = true;
   all.back().semaphore = true;

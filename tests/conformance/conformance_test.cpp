@@ -443,8 +443,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(backends_und
                          [](const auto& param_info) { return param_info.param.name; });
 
 // The bounded wait, on every backend that claims it (a queue kept by the
-// store, FIFO or with max_barging_wait honoured). file:// and sqlite:// do
-// not claim it yet: file's waiters all wake at each release, sqlite's poll.
+// store, FIFO or with max_barging_wait honoured). sqlite:// does not claim
+// it yet: its waiters poll.
 class BoundedWaitConformance : public Conformance {};
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BoundedWaitConformance);
 

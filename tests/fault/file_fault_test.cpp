@@ -12,8 +12,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -175,6 +177,138 @@ TEST_F(StoppedWaiter, AStoppedCandidateInLineStopsHoldingTheNextBack) {
   next.resign();
   queued->signal(SIGCONT);
   EXPECT_TRUE(queued->read_line(scaled(10s)).value_or("").starts_with("acquired ")) << "the candidate never led";
+}
+
+// A Mutex's waiters wait in line and a release rings only the first; one
+// that dies or stops in line must not keep the lock from the next.
+class MutexLine : public StoppedWaiter {
+ protected:
+  // Held here, and a worker process first in line for longer than
+  // max_barging_wait.
+  void SetUp() override {
+    resource_.emplace(dir_.path() + "/resource", true);
+    holder_ = dlock::connect(url());
+    held_.emplace(holder_->mutex("m"));
+    held_->lock();
+    first_ = waiting("m", "mutex");
+    std::this_thread::sleep_for(scaled(500ms));
+  }
+
+  // A thread of another client waits second in line; `meanwhile` runs, the
+  // lock is released: how long after that the thread got it (-1: never).
+  std::int64_t next_gets_it_after_us(const std::function<void()>& meanwhile) {
+    auto other = dlock::connect(url());
+    std::atomic<std::int64_t> after_us{-1}, released_at_us{0};
+    auto now_us = [] {
+      return std::chrono::duration_cast<std::chrono::microseconds>(steady::now().time_since_epoch()).count();
+    };
+    std::thread next([&] {
+      auto m = other->mutex("m");
+      if (!m.try_lock_for(scaled(10s))) return;
+      after_us = now_us() - released_at_us.load();
+      m.unlock();
+    });
+    std::this_thread::sleep_for(scaled(200ms));
+    meanwhile();
+    released_at_us = now_us();
+    held_->unlock();
+    next.join();
+    return after_us;
+  }
+
+  std::optional<FencedResource> resource_;
+  std::shared_ptr<Client> holder_;
+  std::optional<Mutex> held_;
+  std::unique_ptr<ChildProcess> first_;
+};
+
+TEST_F(MutexLine, AKilledWaiterDoesNotHoldUpTheNextHandoff) {
+  const auto after_us = next_gets_it_after_us([&] {
+    first_->signal(SIGKILL);
+    EXPECT_TRUE(first_->wait(scaled(5s)));
+    std::this_thread::sleep_for(50ms);
+  });
+  ASSERT_GE(after_us, 0) << "the waiter behind a killed one never got the lock";
+  // Counted as first in line, the dead waiter would keep it reserved until
+  // its place lapses (up to 2 s after it last retried).
+  EXPECT_LT(after_us, std::chrono::duration_cast<std::chrono::microseconds>(scaled(250ms)).count())
+      << "the handoff waited for a dead waiter";
+}
+
+TEST_F(MutexLine, AStoppedWaiterFirstInLineStopsHoldingTheNextBack) {
+  const auto after_us = next_gets_it_after_us([&] { first_->signal(SIGSTOP); });
+  ASSERT_GE(after_us, 0) << "a stopped waiter first in line kept everyone behind it out";
+  // It has waited past max_barging_wait: the lock is its own until its place
+  // lapses (it renewed it at most 500 ms before it was stopped).
+  EXPECT_GE(after_us, 1'000'000) << "the waiter behind a live one first in line overtook it";
+  first_->signal(SIGCONT);
+  EXPECT_TRUE(first_->read_line(scaled(10s)).value_or("").starts_with("acquired "))
+      << "the stopped waiter never got in";
+}
+
+// Handoffs through the line leave nothing behind: one file per name, and
+// once the clients are gone, no descriptor (doorbells, places, pooled ones).
+TEST(FileMutex, HandoffsLeaveNoFileOrDescriptorBehind) {
+  TempDir dir;
+  const std::string url = "file://" + dir.path() + "/locks";
+  auto descriptors = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator());
+  };
+  const auto before = descriptors();
+  constexpr int names = 20;
+  {
+    auto a = dlock::connect(url), b = dlock::connect(url);
+    for (int i = 0; i < names; ++i) {
+      auto held = a->mutex("leak/" + std::to_string(i));
+      held.lock();
+      std::atomic<bool> got{false};
+      std::thread next([&] {
+        auto m = b->mutex("leak/" + std::to_string(i));
+        got = m.try_lock_for(scaled(10s));
+        if (got) m.unlock();
+      });
+      std::this_thread::sleep_for(scaled(30ms));  // it waits in line
+      held.unlock();
+      next.join();
+      ASSERT_TRUE(got) << "name " << i;
+    }
+    EXPECT_GE(b->stats().wakeups, static_cast<std::uint64_t>(names) / 2) << "the handoffs were not woken by releases";
+  }
+  EXPECT_EQ(
+      std::distance(std::filesystem::directory_iterator(dir.path() + "/locks"), std::filesystem::directory_iterator()),
+      names);
+  EXPECT_EQ(descriptors(), before) << "descriptors left open after the clients went";
+}
+
+// More waiters than the line has places (128): the others wait without
+// one, and every release then wakes them all, as before the line. All are
+// served, one at a time.
+TEST(FileMutex, MoreWaitersThanPlacesInLineAreAllServed) {
+  TempDir dir;
+  const std::string url = "file://" + dir.path() + "/locks";
+  auto a = dlock::connect(url), b = dlock::connect(url);
+  auto held = a->mutex("crowd");
+  held.lock();
+  constexpr int waiters = 140;
+  std::atomic<int> served{0}, inside{0};
+  std::atomic<bool> overlapped{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < waiters; ++i)
+    threads.emplace_back([&] {
+      auto m = b->mutex("crowd");
+      if (!m.try_lock_for(scaled(60s))) return;
+      if (inside.fetch_add(1) != 0) overlapped = true;
+      std::this_thread::sleep_for(100us);
+      inside.fetch_sub(1);
+      ++served;
+      m.unlock();
+    });
+  std::this_thread::sleep_for(scaled(1s));  // they all wait, 12 of them without a place
+  held.unlock();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(served.load(), waiters);
+  EXPECT_FALSE(overlapped.load()) << "two waiters held the lock at once";
+  EXPECT_EQ(b->stats().failed_releases, 0u);
 }
 
 // Observers waiting for a leader change sleep in the kernel: one observer's

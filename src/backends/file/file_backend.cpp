@@ -8,7 +8,18 @@
 //
 // Every primitive is a lock of this driver but Counter, Latch (counters.h)
 // and Barrier (barrier.h):
-//   Mutex        .lock     the record's holder
+//   Mutex        .lock     the record's holder. A waiter waits in line
+//                          (waiter_line.h), and a release wakes only the
+//                          first in line, through its doorbell: it keeps
+//                          its descriptor (pooled, its liveness lock
+//                          dropped) instead of closing it, so it raises no
+//                          IN_CLOSE_WRITE. That event still wakes every
+//                          waiter when a holder dies, and releases close as
+//                          before where some waiter can't be rung (no free
+//                          slot, no doorbell). The lock is free for anyone
+//                          (barging) until the first in line has waited
+//                          longer than its max_barging_wait (0: fair);
+//                          from then on only it may take it.
 //   SharedMutex  .rw       writer: the record's holder; readers: entry slots.
 //                          A writer that has to wait read-locks the byte
 //                          writer_waiting for as long as it waits, and a
@@ -36,6 +47,7 @@
 #include "backends/file/directory.h"
 #include "backends/file/file_waiter.h"
 #include "backends/file/lock_file.h"
+#include "backends/file/waiter_line.h"
 #include "core/driver.h"
 #include "core/local_path.h"
 #include "core/owner_id.h"
@@ -126,6 +138,7 @@ class FileBackend final : public Backend, public LockDriver {
     return {};
   }
 
+  bool supports_fair() const override { return true; }
   bool supports_shared() const override { return true; }
   bool supports_election() const override { return true; }
   bool supports_permits() const override { return true; }
@@ -178,6 +191,7 @@ class FileBackend final : public Backend, public LockDriver {
   std::unique_ptr<Waiter> watch(const LockRequest& request) override {
     const std::string file = encode_name(request.name, file_kind(request.kind));
     const std::string path = dir_.path_of(file);
+    if (request.kind == LockKind::mutex) return wait_in_line(request, file, path);
     if (request.kind == LockKind::write) {
       // Waiting holds back later readers (see the top of this file).
       auto place = dir_.open(file, true);
@@ -200,12 +214,31 @@ class FileBackend final : public Backend, public LockDriver {
   Status release(const LockRequest& request, Grant& grant) override {
     auto* state = static_cast<FileGrant*>(grant.state.get());
     if (!state || state->fd < 0) return Status(errc::lock_lost, "release '" + request.name + "': no grant");
-    Status s = update_own_entry(request, grant, [](Entry& e) {
+    // A Mutex rings the first waiter in line; everything else, or a Mutex
+    // whose waiters can't all be rung, wakes every waiter by closing.
+    bool wake_all = request.kind != LockKind::mutex;
+    std::optional<PlaceInLine> first;
+    Status s = update_own_entry(request, grant, [&](Entry& e) {
       e = Entry{};
+      if (!wake_all) {
+        auto found = first_waiter(state->fd, monotonic_ns());
+        auto unqueued = range_locked(state->fd, unqueued_waiting, 1);
+        wake_all = !found || !unqueued || *unqueued;
+        if (!wake_all) first = *found;
+      }
       return Status{};
     });
-    // Closing drops our liveness lock and wakes the waiters (IN_CLOSE_WRITE).
-    ::close(state->fd);
+    if (s && first) {
+      auto id = file_id(state->fd);
+      wake_all = !id || !ringer_.ring(*id, first->waiter.ticket);
+    }
+    if (!s || wake_all) {
+      // Closing drops our liveness lock and wakes the waiters (IN_CLOSE_WRITE).
+      ::close(state->fd);
+    } else {
+      unlock_byte(state->fd, live_base + static_cast<std::int64_t>(grant.token));
+      put_descriptor(encode_name(request.name, FileKind::mutex), state->fd);
+    }
     state->fd = -1;
     return s;
   }
@@ -344,6 +377,9 @@ class FileBackend final : public Backend, public LockDriver {
         if (*ahead) busy = Busy{};
       }
     }
+    if (request.kind == LockKind::mutex) {
+      if (Status s = mind_the_line(fd, request, now, sent, busy); !s) return s;
+    }
     if (busy) return Attempt(*busy);
     const std::uint64_t token = record->last_token + 1;
     if (Status s = take_liveness(fd, token); !s) return s;
@@ -430,6 +466,98 @@ class FileBackend final : public Backend, public LockDriver {
     grant.valid_until = sent + request.lease;
     grant.state = std::make_unique<FileGrant>(fd, at);
     return Attempt(std::move(grant));
+  }
+
+  // A Mutex's line: a free lock waits for the first in line once it has
+  // waited longer than it lets others go first (or always, if either side
+  // is fair); the caller's own place is renewed while it waits and left
+  // when it takes the lock.
+  Status mind_the_line(int fd, const LockRequest& request, std::int64_t now, steady::time_point sent,
+                       std::optional<Busy>& busy) {
+    auto place = place_in_line(request);
+    if (!busy) {
+      auto first = first_waiter(fd, now);
+      if (!first) return first.status();
+      const bool behind = *first && (!place || (*first)->slot != place->slot);
+      if (behind && (request.fair || request.max_barging_wait.count() == 0 ||
+                     now - (*first)->waiter.since_ns >= (*first)->waiter.max_barging_ns))
+        busy = Busy{expires_at(sent, (*first)->waiter.waiting_until, now)};
+    }
+    if (!place) return {};
+    if (busy) return renew_place_in_line(fd, *place, now);
+    forget_place(request);
+    return leave_line(fd, *place, false);
+  }
+
+  // A Mutex's waiter: in line, woken by its doorbell or when a holder dies;
+  // without a free slot, woken by every release as before.
+  std::unique_ptr<Waiter> wait_in_line(const LockRequest& request, const std::string& file, const std::string& path) {
+    auto place = dir_.open(file, false);
+    if (!place || *place < 0) return watches_.watch(path, wake_on_release);
+    std::optional<Joined> joined;
+    if (auto fd = take_descriptor(file); fd) {
+      if (take_guard(*fd, true, dir_.op_timeout)) {
+        GuardScope guard(*fd);
+        const std::chrono::nanoseconds barging = request.fair ? std::chrono::milliseconds(0) : request.max_barging_wait;
+        auto j = join_line(*fd, *place, barging.count(), monotonic_ns(), dir_.sync);
+        if (j && *j) joined = **j;
+      }
+      put_descriptor(file, *fd);
+    }
+    if (!joined) {
+      if (lock_byte(*place, F_RDLCK, unqueued_waiting)) return watches_.watch(path, wake_on_release, *place);
+      ::close(*place);
+      return watches_.watch(path, wake_on_release);
+    }
+    auto key = std::make_tuple(request.owner, request.name);
+    {
+      std::lock_guard lk(mu_);
+      in_line_[key] = joined->place;
+    }
+    return watches_.watch(
+        path, wake_on_release, *place, [this, key, file] { give_up_place(key, file); }, joined->doorbell);
+  }
+
+  // A waiter that goes without the lock leaves the line, and if it was
+  // rung (the lock is free), rings the next one in its stead.
+  void give_up_place(const std::tuple<std::string, std::string>& key, const std::string& file) {
+    std::optional<PlaceInLine> place;
+    {
+      std::lock_guard lk(mu_);
+      if (auto it = in_line_.find(key); it != in_line_.end()) {
+        place = it->second;
+        in_line_.erase(it);
+      }
+    }
+    if (!place) return;  // it took the lock, and left the line then
+    auto fd = take_descriptor(file);
+    if (!fd) return;
+    std::optional<PlaceInLine> next;
+    if (take_guard(*fd, true, dir_.op_timeout)) {
+      GuardScope guard(*fd);
+      const std::int64_t now = monotonic_ns();
+      auto record = read_record(*fd);
+      auto held = record ? entry_held(*fd, record->holder, now) : Result<bool>(record.status());
+      if (leave_line(*fd, *place, dir_.sync) && held && !*held) {
+        if (auto first = first_waiter(*fd, now); first && *first) next = **first;
+      }
+    }
+    if (next) {
+      if (auto id = file_id(*fd); id) ringer_.ring(*id, next->waiter.ticket);
+    }
+    put_descriptor(file, *fd);
+  }
+
+  std::optional<PlaceInLine> place_in_line(const LockRequest& request) const {
+    std::lock_guard lk(mu_);
+    auto it = in_line_.find(std::make_tuple(request.owner, request.name));
+    if (it == in_line_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  void forget_place(const LockRequest& request) {
+    std::lock_guard lk(mu_);
+    in_line_.erase(std::make_tuple(request.owner, request.name));
   }
 
   // Election: a place in line for a candidate about to wait, held by the
@@ -626,6 +754,7 @@ class FileBackend final : public Backend, public LockDriver {
   }
 
   Watches watches_;  // before dir_: every Waiter goes before it
+  DoorbellRinger ringer_;
   const Directory dir_;
   Counters counters_;
   Barriers barriers_;
@@ -634,6 +763,8 @@ class FileBackend final : public Backend, public LockDriver {
   std::size_t idle_count_ = 0;                    // guarded by mu_
   // An election candidate's ticket while its Waiter lives, by (owner, name).
   std::map<std::tuple<std::string, std::string>, std::uint64_t> tickets_;  // guarded by mu_
+  // A Mutex waiter's place in line while its Waiter lives, by (owner, name).
+  std::map<std::tuple<std::string, std::string>, PlaceInLine> in_line_;  // guarded by mu_
 };
 
 Status invalid(std::string why) { return Status(errc::invalid_argument, "file url: " + std::move(why)); }

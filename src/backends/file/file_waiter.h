@@ -1,5 +1,6 @@
 // file_waiter.h — waiting for a change to one file of the lock directory:
-// a blocking poll() on an inotify watch of it, no polling of the file.
+// a blocking poll() on an inotify watch of it, no polling of the file; and
+// for a Mutex's waiter in line, on its doorbell too (doorbell.h).
 #pragma once
 
 #include "core/driver.h"
@@ -38,9 +39,11 @@ class Watches {
   // A Waiter on `path`; nullptr if inotify can't watch it (out of
   // instances, the file is gone): the caller then polls. `place`, if >= 0,
   // is a descriptor whose byte locks hold the waiter's place (a writer
-  // waiting, an election ticket): closed with the Waiter, after `on_close` runs.
+  // waiting, an election ticket, a Mutex's waiter slot): closed with the
+  // Waiter, after `on_close` runs. `doorbell`, if >= 0, wakes it as well
+  // (closed after `place`, so nobody rings a place that is gone).
   std::unique_ptr<Waiter> watch(const std::string& path, std::uint32_t mask, int place = -1,
-                                std::function<void()> on_close = {});
+                                std::function<void()> on_close = {}, int doorbell = -1);
   // A Waiter's instance back, its watch `wd` (if >= 0) removed.
   void give_back(int fd, int wd) noexcept;
 

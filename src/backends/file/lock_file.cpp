@@ -85,10 +85,7 @@ Status take_guard(int fd, bool write, std::chrono::milliseconds timeout) {
   }
 }
 
-void drop_guard(int fd) {
-  auto fl = range(F_UNLCK, 0);
-  (void)fcntl(fd, F_OFD_SETLK, &fl);
-}
+void drop_guard(int fd) { unlock_byte(fd, 0); }
 
 Result<Record> read_record(int fd) {
   Record r{};
@@ -216,6 +213,26 @@ Status lock_byte(int fd, short type, std::int64_t offset) {
     return os_error("locking a byte range");
   }
   return {};
+}
+
+void unlock_byte(int fd, std::int64_t offset) {
+  auto fl = range(F_UNLCK, offset);
+  (void)fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+Result<std::vector<WaiterSlot>> read_waiter_slots(int fd) {
+  std::vector<WaiterSlot> out(waiter_slots);
+  if (Status s = read_at(fd, out.data(), out.size() * sizeof(WaiterSlot), waiter_slots_offset,
+                         "reading the lock file's waiters");
+      !s)
+    return s;
+  return out;
+}
+
+Status write_waiter_slot(int fd, std::uint32_t slot, const WaiterSlot& waiter, bool sync) {
+  return write_at(fd, &waiter, sizeof waiter,
+                  waiter_slots_offset + static_cast<std::int64_t>(slot) * static_cast<std::int64_t>(sizeof waiter),
+                  sync, "writing a waiter's place");
 }
 
 Status take_liveness(int fd, std::uint64_t token) {

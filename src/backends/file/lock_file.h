@@ -11,6 +11,10 @@
 //   byte live_base + token   liveness: held by the holder of grant `token`
 //                            (or a barrier member) for as long as it holds
 //   byte queue_base + ticket an election candidate waiting in line
+//   byte queue_base + slot   a Mutex's waiter in slot `slot`, read-locked
+//                            for as long as it waits (WaiterSlot)
+//   byte unqueued_waiting    read-locked by every Mutex waiter that found no
+//                            free slot: releases then wake every waiter
 //   byte writer_waiting      read-locked by every writer waiting for a
 //                            SharedMutex: later readers queue behind them
 // The Record at offset 0 keeps the highest fencing token ever issued for
@@ -21,8 +25,10 @@
 // Files with many holders (a SharedMutex's readers, a Semaphore's permits,
 // a Barrier's members) keep a Header at header_offset and a table of
 // Entry slots from entries_offset; the Header also keeps a Semaphore's
-// declared permits, a Barrier's round and an Election's tickets. A Counter
-// (and a Latch, which is a counter of the same name) is a CountRecord.
+// declared permits, a Barrier's round and an Election's or a Mutex's
+// tickets. A Mutex's waiters queue in WaiterSlots from waiter_slots_offset.
+// A Counter (and a Latch, which is a counter of the same name) is a
+// CountRecord.
 #pragma once
 
 #include <dlock/status.h>
@@ -85,6 +91,17 @@ struct IdSlot {
   char data[max_id_bytes];
 };
 
+// A Mutex's waiter in line: the lowest live ticket is first. Live while
+// its ticket is set, its byte (queue_base + slot) is locked and its place
+// counts (waiting_until, renewed at each retry as an election candidate's).
+struct WaiterSlot {
+  std::uint64_t ticket;         // 0: free
+  std::int64_t since_ns;        // CLOCK_MONOTONIC: when it started waiting
+  std::int64_t waiting_until;   // its place counts until then (waiting_lease_ns)
+  std::int64_t max_barging_ns;  // how long it lets newcomers go first (0: fair)
+};
+static_assert(sizeof(WaiterSlot) == 32, "a waiter's slot's layout is on disk");
+
 struct CountRecord {
   char magic[8];
   std::int32_t width;  // bytes: 4 (int32) or 8 (int64)
@@ -103,6 +120,9 @@ inline constexpr std::uint64_t candidate_id_slots = 256;
 inline constexpr std::int64_t live_base = std::int64_t{1} << 40;
 inline constexpr std::int64_t queue_base = std::int64_t{1} << 41;
 inline constexpr std::int64_t writer_waiting = std::int64_t{1} << 42;
+inline constexpr std::int64_t waiter_slots_offset = 4096;  // a Mutex's file (it has no entry table)
+inline constexpr std::uint32_t waiter_slots = 128;
+inline constexpr std::int64_t unqueued_waiting = queue_base + waiter_slots;
 
 std::int64_t monotonic_ns();
 std::int64_t unix_ms();
@@ -157,6 +177,11 @@ Result<bool> entry_held(int fd, const Entry& entry, std::int64_t now_ns);
 Result<bool> range_locked(int fd, std::int64_t start, std::int64_t len);
 // Takes a lock of `type` (F_RDLCK/F_WRLCK) on one byte (non-blocking).
 Status lock_byte(int fd, short type, std::int64_t offset);
+// Drops fd's lock on one byte.
+void unlock_byte(int fd, std::int64_t offset);
+// A Mutex's waiter slots.
+Result<std::vector<WaiterSlot>> read_waiter_slots(int fd);
+Status write_waiter_slot(int fd, std::uint32_t slot, const WaiterSlot& waiter, bool sync);
 
 // A name as a file name: [A-Za-z0-9_.-] kept (a leading '.' escaped),
 // everything else as %XX; the kind's suffix appended. Injective.

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""tooz's file driver as a peer for `dlock bench` on the file:// backend.
+
+Runs the contended workload with tooz's own lock on `file://DIR`
+(coordinator.get_lock(name): fasteners' InterProcessLock, a POSIX record
+lock taken non-blocking and retried after a sleep of 10 ms growing to
+100 ms, plus a per-process condition variable among the threads of one
+coordinator) and prints ONE JSON line with the field names of
+`dlock bench --json`, plus "peer": "tooz" and "variant": "file".
+
+  contended  P processes (default 4) x T threads (default 2), one
+             coordinator per process, on one lock; inside it a non-atomic
+             read -> (--work-us of sleep) -> write of a counter in shared
+             memory (as dlock bench and its --work).
+             lost updates = ops - final counter; owner changes =
+             acquisitions by another process than the last holder.
+
+tooz's file lock has no lease and no fencing token: a floor of what a
+Python coordination library's file lock costs, not a like-for-like rival.
+
+Exit status: 0; 1 if mutual exclusion failed (lost updates); 70 if a worker
+process failed or did not finish in time; 64 on bad usage. Every worker has
+an alarm at --seconds x 2 + 30 s. The lock directory is a fresh temp dir.
+"""
+import argparse
+import json
+import multiprocessing as mp
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+try:
+    import tooz
+    from tooz import coordination
+except ImportError:
+    sys.stderr.write("tooz_peer.py: cannot import tooz (Debian: apt-get install python3-tooz; "
+                     "run it with /usr/bin/python3 if another python3 comes first on PATH)\n")
+    sys.exit(64)
+
+from peer_common import gather, loop_fields
+
+MARGIN_S = 15.0
+
+
+def process_main(cfg, index, shared, out):
+    """One forked worker: one coordinator, cfg.threads threads on the lock; one result on `out`."""
+    signal.alarm(int(cfg.seconds * 2 + 2 * MARGIN_S))
+    me = os.getpid()
+    work = cfg.work_us / 1e6
+    threads = [{"ops": 0, "acquire": [], "release": [], "error": None} for _ in range(cfg.threads)]
+    coordinator = coordination.get_coordinator(cfg.url, ("worker-%d" % index).encode())
+    coordinator.start()
+
+    def contend(slot):
+        lock = coordinator.get_lock(b"lock")
+        try:
+            while slot["ops"] < cfg.max_ops:
+                t0 = time.monotonic()
+                if t0 >= deadline or not lock.acquire(blocking=deadline - t0):
+                    break
+                t1 = time.monotonic()
+                if shared["last_pid"].value != me:  # read, write: correct only if the lock excludes
+                    if shared["last_pid"].value != 0:
+                        shared["owner_changes"].value += 1
+                    shared["last_pid"].value = me
+                seen = shared["counter"].value
+                if work > 0:
+                    time.sleep(work)
+                shared["counter"].value = seen + 1
+                t2 = time.monotonic()
+                lock.release()
+                slot["acquire"].append(t1 - t0)
+                slot["release"].append(time.monotonic() - t2)
+                slot["ops"] += 1
+        except Exception as e:  # reported; the run fails
+            slot["error"] = "%s: %s" % (type(e).__name__, e)
+
+    shared["start"].wait(timeout=30)
+    deadline = time.monotonic() + cfg.seconds
+    running = [threading.Thread(target=contend, args=(t,), daemon=True) for t in threads]
+    for t in running:
+        t.start()
+    for t in running:
+        t.join(timeout=cfg.seconds + MARGIN_S)
+    coordinator.stop()
+    errors = [t["error"] for t in threads if t["error"]]
+    if any(t.is_alive() for t in running):
+        errors.append("a thread still ran %.0f s past the limit" % MARGIN_S)
+    out.put({"index": index, "end": time.monotonic(), "error": "; ".join(errors) or None,
+             "ops": sum(t["ops"] for t in threads),
+             "acquire": [x for t in threads for x in t["acquire"]],
+             "release": [x for t in threads for x in t["release"]]})
+    out.close()
+    out.join_thread()
+    os._exit(0 if not errors else 70)
+
+
+def contended(cfg):
+    ctx = mp.get_context("fork")
+    shared = {"counter": ctx.RawValue("q", 0), "last_pid": ctx.RawValue("q", 0),
+              "owner_changes": ctx.RawValue("Q", 0), "start": ctx.Barrier(cfg.processes + 1)}
+    out = ctx.Queue()
+    procs = [ctx.Process(target=process_main, args=(cfg, i, shared, out), daemon=True)
+             for i in range(cfg.processes)]
+    results, start = gather(procs, shared["start"], out, cfg.seconds, MARGIN_S)
+    elapsed = max(r["end"] for r in results) - start
+    ops = sum(r["ops"] for r in results)
+    shares = [r["ops"] for r in results]
+    acquire = sorted(x for r in results for x in r["acquire"])
+    release = sorted(x for r in results for x in r["release"])
+    lost = ops - shared["counter"].value
+    return {
+        "peer": "tooz",
+        "variant": "file",
+        "workload": "contended",
+        "backend": cfg.url,
+        "processes": cfg.processes,
+        "threads": cfg.threads,
+        **loop_fields(elapsed, ops, acquire, release, lost, shared["owner_changes"].value, shares),
+        "inside": "shared-memory read+write",
+        "work_us": cfg.work_us,
+        "tooz": getattr(tooz, "__version__", "?"),
+        "python": sys.version.split()[0],
+    }, lost == 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workload", "-w", choices=["contended"], default="contended")
+    ap.add_argument("--processes", "-p", type=int, default=4)
+    ap.add_argument("--threads", "-t", type=int, default=2)
+    ap.add_argument("--seconds", "-s", type=float, default=3.0)
+    ap.add_argument("--max-ops", type=int, default=1_000_000, help="per thread (default 1000000)")
+    ap.add_argument("--work-us", type=float, default=0.0, help="sleep inside the lock, in us (default 0)")
+    ap.add_argument("--dir", default=None, help="where the temp lock directory goes (default: the system's)")
+    cfg = ap.parse_args()
+    if not 0 < cfg.seconds <= 600 or cfg.max_ops < 1 or cfg.work_us < 0:
+        ap.error("--seconds must be in (0, 600], --max-ops >= 1 and --work-us >= 0")
+    if not (1 <= cfg.processes <= 64 and 1 <= cfg.threads <= 64):
+        ap.error("--processes and --threads must be in [1, 64]")
+    with tempfile.TemporaryDirectory(prefix="dlock-tooz-peer-", dir=cfg.dir) as d:
+        cfg.url = "file://" + d
+        try:
+            result, ok = contended(cfg)
+        except RuntimeError as e:
+            sys.stderr.write("tooz_peer.py: a worker process failed: %s\n" % e)
+            sys.exit(70)
+    print(json.dumps(result), flush=True)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+#include "backends/file/waiter_line.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace dlock::detail::file {
+namespace {
+
+std::int64_t byte_of(std::uint32_t slot) { return queue_base + static_cast<std::int64_t>(slot); }
+
+}  // namespace
+
+Result<std::optional<PlaceInLine>> first_waiter(int fd, std::int64_t now_ns) {
+  // One probe answers the common case: nobody waits.
+  auto anyone = range_locked(fd, queue_base, waiter_slots);
+  if (!anyone) return anyone.status();
+  if (!*anyone) return std::optional<PlaceInLine>();
+  auto slots = read_waiter_slots(fd);
+  if (!slots) return slots.status();
+  std::vector<std::uint32_t> waiting;
+  for (std::uint32_t i = 0; i < slots->size(); ++i)
+    if ((*slots)[i].ticket != 0 && (*slots)[i].waiting_until > now_ns) waiting.push_back(i);
+  std::sort(waiting.begin(), waiting.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return (*slots)[a].ticket < (*slots)[b].ticket; });
+  for (std::uint32_t i : waiting) {
+    auto alive = range_locked(fd, byte_of(i), 1);
+    if (!alive) return alive.status();
+    if (*alive) return std::optional<PlaceInLine>(PlaceInLine{i, (*slots)[i]});
+  }
+  return std::optional<PlaceInLine>();
+}
+
+Result<std::optional<Joined>> join_line(int fd, int place_fd, std::int64_t max_barging_ns, std::int64_t now_ns,
+                                        bool sync) {
+  auto header = read_header(fd);
+  if (!header) return header.status();
+  auto slots = read_waiter_slots(fd);
+  if (!slots) return slots.status();
+  // Slots nobody is in first: a slot whose byte is still locked belongs to
+  // a waiter on its way out, or one that is stopped.
+  std::vector<std::uint32_t> order(waiter_slots);
+  for (std::uint32_t i = 0; i < waiter_slots; ++i) order[i] = i;
+  std::stable_partition(order.begin(), order.end(), [&](std::uint32_t i) {
+    return (*slots)[i].ticket == 0 || (*slots)[i].waiting_until <= now_ns;
+  });
+  for (std::uint32_t i : order) {
+    auto taken = range_locked(fd, byte_of(i), 1);
+    if (!taken) return taken.status();
+    if (*taken) continue;
+    // Under the guard nobody else takes a slot: the byte is ours to lock.
+    if (Status s = lock_byte(place_fd, F_RDLCK, byte_of(i)); !s) return s;
+    Joined out;
+    out.place.slot = i;
+    out.place.waiter = WaiterSlot{header->last_ticket + 1, now_ns, now_ns + waiting_lease_ns, max_barging_ns};
+    header->last_ticket = out.place.waiter.ticket;
+    // Bound before the slot names it: whoever finds us first in line can ring.
+    if (auto id = file_id(fd); id) {
+      if (auto bell = open_doorbell(*id, out.place.waiter.ticket); bell) out.doorbell = *bell;
+    }
+    Status s = write_waiter_slot(fd, i, out.place.waiter, false);
+    if (s) s = write_header(fd, *header, sync);
+    if (!s) {
+      unlock_byte(place_fd, byte_of(i));
+      if (out.doorbell >= 0) ::close(out.doorbell);
+      return s;
+    }
+    return std::optional<Joined>(out);
+  }
+  return std::optional<Joined>();
+}
+
+Status leave_line(int fd, const PlaceInLine& place, bool sync) {
+  auto slots = read_waiter_slots(fd);
+  if (!slots) return slots.status();
+  if ((*slots)[place.slot].ticket != place.waiter.ticket) return {};
+  return write_waiter_slot(fd, place.slot, WaiterSlot{}, sync);
+}
+
+Status renew_place_in_line(int fd, PlaceInLine& place, std::int64_t now_ns) {
+  auto slots = read_waiter_slots(fd);
+  if (!slots) return slots.status();
+  if ((*slots)[place.slot].ticket != place.waiter.ticket) return {};
+  place.waiter.waiting_until = now_ns + waiting_lease_ns;
+  return write_waiter_slot(fd, place.slot, place.waiter, false);
+}
+
+}  // namespace dlock::detail::file

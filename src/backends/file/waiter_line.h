@@ -1,0 +1,47 @@
+// waiter_line.h — a Mutex's waiters in line, in its lock file (WaiterSlot
+// in lock_file.h), so that a release wakes one of them: the first.
+//
+// A waiter about to wait takes a free slot and the next ticket, read-locks
+// the slot's byte through a descriptor of its own (the kernel drops it if
+// the waiter dies: a dead waiter holds nobody up) and binds its doorbell
+// (doorbell.h). The first in line is the live slot with the lowest ticket.
+// Every function here expects the caller to hold the file's guard.
+#pragma once
+
+#include "backends/file/doorbell.h"
+#include "backends/file/lock_file.h"
+
+#include <dlock/status.h>
+
+#include <cstdint>
+#include <optional>
+
+namespace dlock::detail::file {
+
+struct PlaceInLine {
+  std::uint32_t slot = 0;
+  WaiterSlot waiter{};
+};
+
+// The live waiter first in line; nullopt if nobody waits in line.
+Result<std::optional<PlaceInLine>> first_waiter(int fd, std::int64_t now_ns);
+
+struct Joined {
+  PlaceInLine place;
+  int doorbell = -1;  // -1: none could be bound (releases then wake everyone)
+};
+
+// Joins the line: a free slot, read-locked through `place_fd` (a descriptor
+// of the same file that the waiter keeps while it waits), with the next
+// ticket. nullopt if every slot is taken.
+Result<std::optional<Joined>> join_line(int fd, int place_fd, std::int64_t max_barging_ns, std::int64_t now_ns,
+                                        bool sync);
+
+// Leaves it (granted, or given up): the slot is free again if it still
+// holds `place`'s ticket.
+Status leave_line(int fd, const PlaceInLine& place, bool sync);
+
+// A waiter in line retried: its place counts for waiting_lease_ns more.
+Status renew_place_in_line(int fd, PlaceInLine& place, std::int64_t now_ns);
+
+}  // namespace dlock::detail::file
