@@ -354,11 +354,6 @@ TEST_F(Cli, ElectIsRefusedWhereThereAreNoElections) {
   EXPECT_EQ(dlock({"run", "--backend", sqlite, "--elect", "leader", "--", "/bin/true"}).first, 64);
 }
 
-TEST_F(Cli, PermitsAreRefusedWhereThereAreNoSemaphores) {
-  const std::string sqlite = "sqlite://" + dir_.path() + "/locks.db";
-  EXPECT_EQ(dlock({"run", "--backend", sqlite, "--permits", "2", "crawl", "--", "/bin/true"}).first, 64);
-}
-
 // The stores that have elections and semaphores, for `dlock run --elect`
 // and `--permits`: the embedded default (no server at all), and redis://
 // and zk:// where they are built.

@@ -69,7 +69,11 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().barrier = true;
 #endif
 #ifdef DLOCK_WITH_SQLITE
-  all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false, false, false});
+  all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false, true, true});
+  all.back().shared = true;
+  all.back().bounded_wait = true;
+  all.back().downgrade = true;
+  all.back().semaphore = true;
 #endif
 #ifdef DLOCK_WITH_REDIS
   all.push_back({"redis", [](const std::string& dir) { return server_url("redis") + "/0?prefix=" + unique_prefix(dir); },
@@ -97,6 +101,16 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().barrier = true;
   all.back().bounded_wait = true;
   all.back().woken_per_release = 2;
+#endif
+#ifdef DLOCK_WITH_POSTGRES
+  // A schema of its own per test (its tables made by the first client).
+  all.push_back({"postgres",
+                 [](const std::string& dir) { return server_url("postgres") + "?schema=" + sql_identifier(dir); },
+                 false, true, true});
+  all.back().shared = true;
+  all.back().bounded_wait = true;
+  all.back().downgrade = true;
+  all.back().semaphore = true;
 #endif
   return all;
 }

@@ -25,4 +25,14 @@ inline std::string unique_name(const std::string& dir) { return "t-" + dir.subst
 // A key prefix of its own for each test.
 inline std::string unique_prefix(const std::string& dir) { return unique_name(dir) + ":"; }
 
+// unique_name(dir) as an SQL identifier: lower case, '_' for the rest.
+inline std::string sql_identifier(const std::string& dir) {
+  std::string id = unique_name(dir);
+  for (char& c : id) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) c = '_';
+  }
+  return id.substr(0, 63);
+}
+
 }  // namespace dlock::test

@@ -1,6 +1,7 @@
 #include "backends/redis/options.h"
 
 #include "core/duration.h"
+#include "core/option_values.h"
 
 #include <charconv>
 
@@ -13,23 +14,20 @@ Status invalid(const Config& c, std::string why) {
   return Status(errc::invalid_argument, "redis url " + c.redacted_url + ": " + std::move(why));
 }
 
-Result<int> parse_int(const Config& c, std::string_view text, std::string_view what, int lo, int hi) {
-  int value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size() || value < lo || value > hi)
-    return invalid(c, std::string(what) + " '" + std::string(text) + "' must be a whole number from " +
-                          std::to_string(lo) + " to " + std::to_string(hi));
+// The checked value of an option, or its error with the URL.
+template <class T>
+Result<T> in_url(const Config& c, Result<T> value) {
+  if (!value) return invalid(c, value.status().message());
   return value;
+}
+
+Result<int> parse_int(const Config& c, std::string_view text, std::string_view what, int lo, int hi) {
+  return in_url(c, parse_count(text, what, lo, hi));
 }
 
 Result<milliseconds> parse_bounded(const Config& c, const std::string& text, std::string_view what, milliseconds lo,
                                    milliseconds hi) {
-  auto d = parse_duration(text, what);
-  if (!d) return invalid(c, d.status().message());
-  if (*d < lo || *d > hi)
-    return invalid(c, std::string(what) + " '" + text + "' must be from " + format_duration(lo) + " to " +
-                          format_duration(hi));
-  return *d;
+  return in_url(c, parse_duration_within(text, what, lo, hi));
 }
 
 }  // namespace

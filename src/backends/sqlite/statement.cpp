@@ -75,6 +75,10 @@ Status Query::error(int rc) const { return to_status(sqlite3_db_handle(statement
 
 int Query::changes() const { return sqlite3_changes(sqlite3_db_handle(statement_.get())); }
 
+int Query::column_count() const { return sqlite3_column_count(statement_.get()); }
+
+bool Query::column_is_null(int column) const { return sqlite3_column_type(statement_.get(), column) == SQLITE_NULL; }
+
 std::int64_t Query::column_int(int column) const { return sqlite3_column_int64(statement_.get(), column); }
 
 std::string Query::column_text(int column) const {
@@ -83,16 +87,5 @@ std::string Query::column_text(int column) const {
   return std::string(reinterpret_cast<const char*>(text),
                      static_cast<std::size_t>(sqlite3_column_bytes(statement_.get(), column)));
 }
-
-Transaction::~Transaction() {
-  // SQLite itself rolls back on some errors (full disk, I/O, ...); only an
-  // open transaction needs our ROLLBACK. Its failure leaves nothing to do:
-  // the connection stays usable and SQLite rolls back when it is closed.
-  if (!sqlite3_get_autocommit(db_)) (void)Query(rollback_).run();
-}
-
-Status Transaction::begin() { return Query(begin_).run(); }
-
-Status Transaction::commit() { return Query(commit_).run(); }
 
 }  // namespace dlock::detail::sqlite

@@ -1,9 +1,8 @@
-// statement.h — RAII around SQLite's prepared statements and transactions.
+// statement.h — RAII around SQLite's prepared statements.
 //
 // Statements are prepared once per connection and reused (Statement); each
 // use goes through a Query, which resets the statement on the way out so it
-// never keeps a read snapshot open between calls. A Transaction rolls back
-// on every way out that is not its commit() (STYLE rule 9).
+// never keeps a read snapshot open between calls.
 //
 // Not thread-safe: callers hold the connection's mutex while using these.
 #pragma once
@@ -63,35 +62,14 @@ class Query {
   // Rows changed by the last finished INSERT/UPDATE/DELETE on the connection.
   int changes() const;
 
+  int column_count() const;
+  bool column_is_null(int column) const;
   std::int64_t column_int(int column) const;
   std::string column_text(int column) const;
 
  private:
   Statement& statement_;
   int bind_rc_ = 0;  // first failed bind, reported by step()
-};
-
-// BEGIN IMMEDIATE ... COMMIT. IMMEDIATE takes the database's write lock at
-// the start, so the reads inside see what the writes will change (no other
-// writer can come in between) and a busy database makes begin() wait in
-// the busy handler rather than fail half way through.
-class Transaction {
- public:
-  Transaction(sqlite3* db, Statement& begin, Statement& commit, Statement& rollback) noexcept
-      : db_(db), begin_(begin), commit_(commit), rollback_(rollback) {}
-  // Rolls back unless commit() succeeded (and if SQLite has not already).
-  ~Transaction();
-  Transaction(const Transaction&) = delete;
-  Transaction& operator=(const Transaction&) = delete;
-
-  Status begin();
-  Status commit();
-
- private:
-  sqlite3* db_;
-  Statement& begin_;
-  Statement& commit_;
-  Statement& rollback_;
 };
 
 }  // namespace dlock::detail::sqlite

@@ -1,0 +1,71 @@
+// connection.h — one libpq connection, driven without blocking so every
+// call ends by its deadline, with the recipe's statements prepared on it
+// and batches sent as one pipeline (one round trip per batch).
+#pragma once
+
+#include "backends/sql/connection.h"
+#include "core/driver.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+struct pg_conn;
+struct pg_result;
+
+namespace dlock::detail::postgres {
+
+// What libpq needs to connect (keyword, value), and the URL for messages.
+struct ConnectInfo {
+  std::vector<std::pair<std::string, std::string>> params;
+  std::string redacted_url;
+};
+
+class PgConnection final : public sql::Connection {
+ public:
+  // Connects by `deadline`; with `dialect`, prepares its statements and
+  // enters pipeline mode (a pool's connection), else stays plain (the
+  // listener's).
+  static Result<std::unique_ptr<PgConnection>> open(const ConnectInfo& info, const sql::Dialect* dialect,
+                                                    steady::time_point deadline);
+  ~PgConnection() override;
+  PgConnection(const PgConnection&) = delete;
+  PgConnection& operator=(const PgConnection&) = delete;
+
+  // The deadline of the call that uses the connection now.
+  void set_deadline(steady::time_point deadline) noexcept { deadline_ = deadline; }
+  // A call failed in a way that leaves the connection unusable (I/O error,
+  // deadline passed with a reply outstanding): it must be replaced.
+  bool broken() const noexcept { return broken_; }
+
+  Result<std::vector<sql::Rows>> run(std::span<const sql::Call> calls) override;
+
+  // Runs SQL text with no parameters (several statements allowed), outside
+  // any pipeline. The last statement's rows.
+  Result<sql::Rows> exec(const std::string& text, std::string_view step);
+
+  // The listener's side: waits until notifications or `until`; calls
+  // `each(payload)` for every one. unavailable if the connection failed.
+  Status wait_notifications(steady::time_point until, int stop_fd, bool& stopped,
+                            const std::function<void(std::string_view)>& each);
+
+ private:
+  PgConnection(pg_conn* conn, std::string redacted_url) : conn_(conn), redacted_url_(std::move(redacted_url)) {}
+  Status prepare(const sql::Dialect& dialect);
+  // Waits for the socket (POLLIN, and POLLOUT if `write`) until the deadline.
+  Status wait_socket(bool write, std::string_view step);
+  Status flush(std::string_view step);
+  // The next result (nullptr between a query's results), by the deadline.
+  Result<::pg_result*> next_result(std::string_view step);
+  Status fail(std::string_view step, std::string why);
+
+  pg_conn* conn_;
+  std::string redacted_url_;
+  steady::time_point deadline_{};
+  bool broken_ = false;
+  std::vector<std::string> names_;  // prepared statement per sql::Stmt
+};
+
+}  // namespace dlock::detail::postgres

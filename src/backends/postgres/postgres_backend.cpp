@@ -1,0 +1,244 @@
+// postgres:// — the lock table recipe (backends/sql) on PostgreSQL, through
+// libpq.
+//
+//   postgres://user[:password]@host[:port][,host2[:port2]...]/database[?option=value&...]
+//
+// Options: mode=table (the default and, for now, the only mode), schema=NAME
+// (dlock's tables live there, made with it if missing; default: the user's
+// search_path), pool=4
+// (connections per client, 1..64: calls of different threads run on
+// different connections), waiter_ttl=2s (how long a dead waiter's queue
+// entry holds back a fair queue, 1s..1h), and libpq's TLS settings passed
+// through as they are: sslmode, sslrootcert, sslcert, sslkey, sslcrl.
+//
+// Clock: expires_at is the database server's clock (clock_timestamp()),
+// the one clock every client shares.
+//
+// Every call ends within ClientOptions::op_timeout: libpq is driven without
+// blocking, and a connection whose reply is late is dropped (the server
+// then rolls its transaction back) and replaced on the next call. The
+// server is also told to give up on a row lock after op_timeout
+// (lock_timeout) and to end a session left idle inside a transaction (a
+// client stopped half way through one) after twice that.
+//
+// Batches are sent as one pipeline: an acquire is two round trips (look,
+// then take or queue), a release one. Wake-ups: NOTIFY to the waiter's
+// client, sent by the release's own statement (listener.h).
+#include "backends/postgres/connection.h"
+#include "backends/postgres/listener.h"
+#include "backends/sql/table_backend.h"
+#include "core/driver.h"
+#include "core/option_values.h"
+#include "core/url.h"
+
+#include <libpq-fe.h>
+
+#include <condition_variable>
+#include <mutex>
+
+namespace dlock::detail {
+namespace {
+
+using namespace postgres;
+using std::chrono::milliseconds;
+
+const sql::DialectSpelling spelling = {
+    .name = "postgres",
+    .begin = "BEGIN",
+    .now_ms = "(extract(epoch from clock_timestamp()) * 1000)::bigint",
+    .starts_with = "starts_with(name, ?1)",
+    .text_type = "TEXT",
+    .table_suffix = "",
+    .notify_heads = "WITH h AS (%s) SELECT owner, mode, wake, "
+                    "pg_notify('dlock_' || wake, owner || chr(10) || ?2 || chr(10) || ?1) FROM h",
+};
+
+struct Config {
+  ConnectInfo connect;
+  std::string schema;  // empty: the user's search_path
+  int pool = 4;
+  sql::TableConfig table;
+};
+
+Status invalid(const Url& url, std::string why) {
+  return Status(errc::invalid_argument, "postgres url " + url.redacted() + ": " + std::move(why));
+}
+
+Result<Config> parse_config(const Url& url, const ClientOptions& options) {
+  Config c;
+  c.table.op_timeout = options.op_timeout;
+  c.connect.redacted_url = url.redacted();
+  if (url.endpoints.empty()) return invalid(url, "needs a host, e.g. postgres://user@127.0.0.1:5432/mydb");
+  if (url.path.size() < 2 || url.path.find('/', 1) != std::string::npos)
+    return invalid(url, "needs the database name as its path, e.g. postgres://user@host/mydb");
+  std::string hosts, ports;
+  for (const Endpoint& e : url.endpoints) {
+    hosts += (hosts.empty() ? "" : ",") + e.host;
+    ports += (ports.empty() ? "" : ",") + std::to_string(e.port.value_or(5432));
+  }
+  auto& p = c.connect.params;
+  p = {{"host", hosts}, {"port", ports}, {"dbname", url.path.substr(1)}, {"application_name", "dlock"},
+       {"client_encoding", "UTF8"}};
+  if (url.user) p.emplace_back("user", *url.user);
+  if (url.password) p.emplace_back("password", *url.password);
+  const auto op_ms = std::to_string(options.op_timeout.count());
+  std::string options_line = "-c lock_timeout=" + op_ms + " -c idle_in_transaction_session_timeout=" +
+                             std::to_string(2 * options.op_timeout.count());
+  for (const auto& [key, value] : url.query) {
+    if (key == "mode") {
+      if (value == "session")
+        return Status(errc::unsupported, "postgres url " + url.redacted() +
+                                             ": mode=session (advisory locks) is not available yet; use mode=table");
+      if (value != "table") return invalid(url, "mode '" + value + "' must be table or session");
+    } else if (key == "pool") {
+      auto n = parse_count(value, "pool", 1, 64);
+      if (!n) return invalid(url, n.status().message());
+      c.pool = *n;
+    } else if (key == "waiter_ttl") {
+      auto d = parse_duration_within(value, "waiter_ttl", std::chrono::seconds(1), std::chrono::hours(1));
+      if (!d) return invalid(url, d.status().message());
+      c.table.waiter_ttl = *d;
+    } else if (key == "schema") {
+      const bool plain = !value.empty() && value.size() <= 63 && !(value[0] >= '0' && value[0] <= '9') &&
+                         value.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+      if (!plain)
+        return invalid(url, "schema '" + value +
+                                "' must be 1 to 63 lower-case letters, digits or '_', not starting with a digit");
+      c.schema = value;
+      options_line += " -c search_path=" + value;
+    } else if (key == "sslmode" || key == "sslrootcert" || key == "sslcert" || key == "sslkey" || key == "sslcrl") {
+      p.emplace_back(key, value);
+    } else {
+      return invalid(url, "unknown option '" + key +
+                              "' (known: mode, schema, pool, waiter_ttl, sslmode, sslrootcert, sslcert, sslkey, sslcrl)");
+    }
+  }
+  p.emplace_back("options", options_line);
+  return c;
+}
+
+// The connections of one client: up to `size`, opened when first needed
+// and replaced when one breaks.
+class PgPool final : public sql::Pool {
+ public:
+  PgPool(ConnectInfo info, std::shared_ptr<const sql::Dialect> dialect, int size, milliseconds op_timeout,
+         Events& events)
+      : info_(std::move(info)), dialect_(std::move(dialect)), op_timeout_(op_timeout), events_(events),
+        slots_(static_cast<std::size_t>(size)) {}
+
+  Result<Lease> take(std::string_view step) override {
+    const auto deadline = steady::now() + op_timeout_;
+    std::size_t index;
+    {
+      std::unique_lock lk(mu_);
+      auto free_slot = [&] {
+        for (std::size_t i = 0; i < slots_.size(); ++i)
+          if (!slots_[i].busy) return i;
+        return slots_.size();
+      };
+      if (!free_.wait_until(lk, deadline, [&] { return free_slot() < slots_.size(); }))
+        return Status(errc::unavailable, "postgres backend: " + std::string(step) +
+                                             ": every connection of this client stayed busy for longer than "
+                                             "ClientOptions::op_timeout (see the url's pool option)");
+      index = free_slot();
+      slots_[index].busy = true;
+    }
+    Slot& slot = slots_[index];  // ours until given back
+    if (!slot.conn || slot.conn->broken()) {
+      const bool was_open = slot.conn != nullptr;
+      slot.conn.reset();
+      auto fresh = PgConnection::open(info_, dialect_.get(), deadline);
+      if (!fresh) {
+        release(index);
+        return fresh.status();
+      }
+      slot.conn = std::move(*fresh);
+      if (was_open) events_.connection_restored("postgres connection");
+    }
+    slot.conn->set_deadline(deadline);
+    return Lease(slot.conn.get(), Give{this});
+  }
+
+ private:
+  struct Slot {
+    std::unique_ptr<PgConnection> conn;
+    bool busy = false;  // guarded by mu_
+  };
+
+  void give_back(sql::Connection* c) noexcept override {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].conn.get() != c) continue;
+      if (slots_[i].conn->broken()) events_.connection_lost("postgres connection");
+      release(i);
+      return;
+    }
+  }
+
+  void release(std::size_t index) {
+    {
+      std::lock_guard lk(mu_);
+      slots_[index].busy = false;
+    }
+    free_.notify_one();
+  }
+
+  const ConnectInfo info_;
+  std::shared_ptr<const sql::Dialect> dialect_;
+  const milliseconds op_timeout_;
+  Events& events_;
+  std::mutex mu_;
+  std::condition_variable free_;
+  std::vector<Slot> slots_;  // size fixed; each slot's conn touched only by who has it busy
+};
+
+// The tables, made if missing (by one client at a time: an advisory lock
+// orders concurrent first connections). A user without the right to
+// create them gets the DDL to run.
+Status ensure_schema(PgConnection& conn, const sql::Dialect& dialect, const std::string& schema,
+                     const std::string& url) {
+  auto present = conn.exec(
+      "SELECT to_regclass('dlock_holds') IS NOT NULL AND to_regclass('dlock_fences') IS NOT NULL AND "
+      "to_regclass('dlock_waiters') IS NOT NULL AND to_regclass('dlock_ping') IS NOT NULL",
+      "looking for dlock's tables");
+  if (!present) return present.status();
+  if (present->text(0, 0) == "t") return {};
+  const std::string make_schema = schema.empty() ? "" : "CREATE SCHEMA IF NOT EXISTS " + schema + "; ";
+  auto made = conn.exec("BEGIN; SELECT pg_advisory_xact_lock(7262457536421675113); " + make_schema +
+                            dialect.schema() + "; COMMIT",
+                        "creating dlock's tables");
+  if (made) return {};
+  (void)conn.exec("ROLLBACK", "rolling back");
+  if (made.status().message().find("SQLSTATE 42501") != std::string::npos)
+    return Status(errc::unavailable,
+                  "postgres backend: " + url +
+                      ": dlock's tables are missing and this user may not create them. Run as their owner:\n" +
+                      dialect.schema() +
+                      ";\nthen GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_holds, dlock_fences, dlock_waiters, "
+                      "dlock_ping TO <this user>;");
+  return made.status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> open_postgres_backend(const Url& url, const ClientOptions& options) {
+  auto config = parse_config(url, options);
+  if (!config) return config.status();
+  static const auto dialect = std::make_shared<const sql::Dialect>(spelling);
+
+  // The listener's connection first: it also makes the tables.
+  auto first = PgConnection::open(config->connect, nullptr, steady::now() + options.op_timeout);
+  if (!first) return first.status();
+  (*first)->set_deadline(steady::now() + options.op_timeout);
+  if (Status s = ensure_schema(**first, *dialect, config->schema, config->connect.redacted_url); !s) return s;
+
+  auto mailbox = std::make_shared<sql::Mailbox>();
+  config->table.holder_info = sql::this_process();
+  return sql::make_table_backend(dialect, mailbox, config->table, [&](Events& events) -> Result<sql::Parts> {
+    auto listener = Listener::start(config->connect, std::move(*first), mailbox, events, options.op_timeout);
+    if (!listener) return listener.status();
+    return sql::Parts{std::make_unique<PgPool>(config->connect, dialect, config->pool, options.op_timeout, events),
+                      std::move(*listener)};
+  });
+}
+
+}  // namespace dlock::detail

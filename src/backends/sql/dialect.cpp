@@ -1,0 +1,155 @@
+#include "backends/sql/dialect.h"
+
+#include <stdexcept>
+#include <utility>
+
+namespace dlock::detail::sql {
+namespace {
+
+// Markers a Dialect fills in: {now} (the store's clock in unix ms),
+// {starts_with} (name starts with ?1), {text} (a text column's type),
+// {suffix} (after a CREATE TABLE), {begin}.
+//
+// dlock_holds    one row per hold: a mutex's or a leader's holder, a
+//                SharedMutex's writer or each reader, each permit out.
+//                kind: mutex | rw | leader | permit; mode: x (exclusive),
+//                w, r. A row whose expires_at has passed is free to take.
+// dlock_fences   per lock: the last fencing token issued (rows are never
+//                deleted, so tokens keep increasing after the holds go),
+//                and the permits a semaphore was declared with. Locking
+//                this row orders everything done to one lock.
+// dlock_waiters  the queue: one row per waiting thread, in `since` order,
+//                kept alive by the waiter's attempts (expires_at), with
+//                where to wake it (`wake`: its client's address).
+constexpr std::string_view schema_template = R"sql(
+CREATE TABLE IF NOT EXISTS dlock_holds (
+  name       {text} NOT NULL,
+  kind       {text} NOT NULL,
+  owner      {text} NOT NULL,
+  mode       {text} NOT NULL,
+  token      BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL,
+  data       {text} NOT NULL,
+  holder     {text} NOT NULL,
+  PRIMARY KEY (name, kind, owner, mode)
+){suffix};
+CREATE TABLE IF NOT EXISTS dlock_fences (
+  name       {text} NOT NULL,
+  kind       {text} NOT NULL,
+  last_token BIGINT NOT NULL,
+  permits    BIGINT NOT NULL,
+  PRIMARY KEY (name, kind)
+){suffix};
+CREATE TABLE IF NOT EXISTS dlock_waiters (
+  name       {text} NOT NULL,
+  kind       {text} NOT NULL,
+  owner      {text} NOT NULL,
+  mode       {text} NOT NULL,
+  since      BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL,
+  wake       {text} NOT NULL,
+  PRIMARY KEY (name, kind, owner)
+){suffix};
+CREATE TABLE IF NOT EXISTS dlock_ping (
+  id BIGINT PRIMARY KEY NOT NULL,
+  at BIGINT NOT NULL
+){suffix}
+)sql";
+
+struct Text {
+  Stmt statement;
+  std::string_view purpose;
+  std::string_view sql;
+};
+
+// In Stmt's order. Parameters: name ?1 and kind ?2 unless said otherwise.
+constexpr Text texts[] = {
+    {Stmt::begin, "starting a transaction", "{begin}"},
+    {Stmt::commit, "committing", "COMMIT"},
+    {Stmt::rollback, "rolling back", "ROLLBACK"},
+    // ?3 permits declared (0: not a semaphore) -> last_token, permits. Locks
+    // the lock's row until the transaction ends.
+    {Stmt::lock_fence, "locking the lock's fence row",
+     "INSERT INTO dlock_fences (name, kind, last_token, permits) VALUES (?1, ?2, 0, ?3) "
+     "ON CONFLICT (name, kind) DO UPDATE SET last_token = dlock_fences.last_token "
+     "RETURNING last_token, permits"},
+    // -> owner, mode, token, ms left (<= 0: expired)
+    {Stmt::holders, "reading the holders", "SELECT owner, mode, token, expires_at - {now} FROM dlock_holds "
+                                           "WHERE name = ?1 AND kind = ?2"},
+    // -> owner, mode, ms waited, ms left; first come first
+    {Stmt::waiters, "reading the queue", "SELECT owner, mode, {now} - since, expires_at - {now} FROM dlock_waiters "
+                                         "WHERE name = ?1 AND kind = ?2 ORDER BY since, owner"},
+    // ?3 permits declared
+    {Stmt::bump_token, "issuing a fencing token",
+     "UPDATE dlock_fences SET last_token = last_token + 1, permits = ?3 WHERE name = ?1 AND kind = ?2"},
+    {Stmt::drop_expired, "dropping expired holds",
+     "DELETE FROM dlock_holds WHERE name = ?1 AND kind = ?2 AND expires_at <= {now}"},
+    {Stmt::drop_dead_waiters, "dropping dead waiters",
+     "DELETE FROM dlock_waiters WHERE name = ?1 AND kind = ?2 AND expires_at <= {now}"},
+    // ?3 owner, ?4 mode, ?5 token, ?6 lease ms, ?7 data, ?8 holder
+    {Stmt::insert_hold, "writing the hold",
+     "INSERT INTO dlock_holds (name, kind, owner, mode, token, expires_at, data, holder) "
+     "VALUES (?1, ?2, ?3, ?4, ?5, {now} + ?6, ?7, ?8) ON CONFLICT (name, kind, owner, mode) DO UPDATE SET "
+     "token = excluded.token, expires_at = excluded.expires_at, data = excluded.data, holder = excluded.holder"},
+    // ?3 owner, ?4 mode, ?5 ms to live, ?6 wake address. Keeps `since`.
+    {Stmt::enqueue, "queueing",
+     "INSERT INTO dlock_waiters (name, kind, owner, mode, since, expires_at, wake) "
+     "VALUES (?1, ?2, ?3, ?4, {now}, {now} + ?5, ?6) ON CONFLICT (name, kind, owner) DO UPDATE SET "
+     "mode = excluded.mode, expires_at = excluded.expires_at, wake = excluded.wake"},
+    // ?3 owner
+    {Stmt::dequeue, "leaving the queue", "DELETE FROM dlock_waiters WHERE name = ?1 AND kind = ?2 AND owner = ?3"},
+    // ?3 owner, ?4 mode, ?5 token -> ms left (a row only if it was ours)
+    {Stmt::release, "releasing", "DELETE FROM dlock_holds WHERE name = ?1 AND kind = ?2 AND owner = ?3 AND mode = ?4 "
+                                 "AND token = ?5 RETURNING expires_at - {now}"},
+    // ?3 how many -> owner, mode, wake of the first live waiters
+    {Stmt::heads, "finding whom to wake",
+     "SELECT owner, mode, wake FROM dlock_waiters WHERE name = ?1 AND kind = ?2 AND expires_at > {now} "
+     "ORDER BY since, owner LIMIT ?3"},
+    // ?1 lease ms, ?2 name, ?3 kind, ?4 owner, ?5 mode, ?6 token
+    {Stmt::extend, "extending a lease",
+     "UPDATE dlock_holds SET expires_at = {now} + ?1 WHERE name = ?2 AND kind = ?3 AND owner = ?4 AND mode = ?5 "
+     "AND token = ?6 AND expires_at > {now}"},
+    {Stmt::force_release, "force-releasing", "DELETE FROM dlock_holds WHERE name = ?1 AND kind = ?2"},
+    // ?1 prefix -> name, kind, owner, mode, token, ms left, data, holder
+    {Stmt::list, "listing holds",
+     "SELECT name, kind, owner, mode, token, expires_at - {now}, data, holder FROM dlock_holds "
+     "WHERE {starts_with} AND expires_at > {now} ORDER BY name, kind, token"},
+    // -> data of the live holder
+    {Stmt::leader, "reading the leader",
+     "SELECT data FROM dlock_holds WHERE name = ?1 AND kind = ?2 AND expires_at > {now}"},
+    {Stmt::ping, "ping",
+     "INSERT INTO dlock_ping (id, at) VALUES (1, {now}) ON CONFLICT (id) DO UPDATE SET at = excluded.at"},
+};
+static_assert(std::size(texts) == statement_count);
+
+std::string fill(std::string_view text, const DialectSpelling& d) {
+  const std::pair<std::string_view, std::string_view> markers[] = {
+      {"{now}", d.now_ms}, {"{starts_with}", d.starts_with}, {"{text}", d.text_type},
+      {"{suffix}", d.table_suffix}, {"{begin}", d.begin}};
+  std::string out(text);
+  for (const auto& [marker, value] : markers)
+    for (auto at = out.find(marker); at != std::string::npos; at = out.find(marker, at + value.size()))
+      out.replace(at, marker.size(), value);
+  return out;
+}
+
+}  // namespace
+
+std::string_view purpose(Stmt statement) { return texts[static_cast<std::size_t>(statement)].purpose; }
+
+Dialect::Dialect(const DialectSpelling& spelling)
+    : name_(spelling.name), schema_(fill(schema_template, spelling)) {
+  for (std::size_t i = 0; i < statement_count; ++i) {
+    if (texts[i].statement != static_cast<Stmt>(i)) throw std::logic_error("sql texts out of order");
+    texts_[i] = fill(texts[i].sql, spelling);
+  }
+  if (!spelling.notify_heads.empty()) {
+    std::string wrapped(spelling.notify_heads);
+    auto at = wrapped.find("%s");
+    wrapped.replace(at, 2, sql(Stmt::heads));
+    texts_[static_cast<std::size_t>(Stmt::heads)] = std::move(wrapped);
+    database_wakes_ = true;
+  }
+}
+
+}  // namespace dlock::detail::sql

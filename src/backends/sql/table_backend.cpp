@@ -1,0 +1,433 @@
+// The lock table recipe (see dialect.cpp for the tables).
+//
+// Acquire: one transaction in two batches. The first locks the lock's
+// fence row (so everything done to one lock is ordered: no two acquirers
+// both see it free, and no release misses a waiter that queued meanwhile)
+// and reads its holders and its queue; the recipe decides here; the second
+// either writes the hold with the next fencing token and leaves the queue,
+// or (busy, and the caller waits) queues or refreshes the caller's entry.
+// Expired holds are taken over by the next acquirer: no cleanup job.
+//
+// Release: one batch — lock the fence row, delete our own hold (owner and
+// token: after our lease ran out the row may be a successor's), read the
+// first live waiters, commit — then wake those waiters (or the database
+// did, on commit). One wake-up per handoff: the head, or for a read-write
+// lock the first few (readers at the head may all go).
+//
+// Queue and bounded waits: a waiting thread's entry records when it queued.
+// A caller may take a free lock ahead of queued waiters (no handoff delay)
+// unless one of them has waited longer than max_barging_wait (0 = fair:
+// any); from then on the lock goes in queue order until no one starves.
+// Readers are held back only by writers queued before them; a semaphore's
+// caller only while the starving waiters before it use up the free permits.
+// An election's candidates always go in order, as on zk://.
+//
+// Clocks: expires_at is the store's clock (the database server's, or the
+// host's for SQLite); every statement reads it there and returns times
+// left, so this process never compares its clock with the store's. A
+// grant's valid_until counts from when the request was sent.
+#include "backends/sql/table_backend.h"
+
+#include "core/owner_id.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <optional>
+
+namespace dlock::detail::sql {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::int64_t ms(milliseconds d) { return d.count(); }
+
+// A lock's kind column and a hold's mode column for a request.
+struct Place {
+  std::string_view kind;
+  std::string_view mode;  // "x", "w" or "r"
+};
+
+Place place_of(LockKind kind) {
+  switch (kind) {
+    case LockKind::mutex: return {"mutex", "x"};
+    case LockKind::write: return {"rw", "w"};
+    case LockKind::read: return {"rw", "r"};
+    case LockKind::latch: return {"leader", "x"};
+    case LockKind::permit: return {"permit", "x"};
+    case LockKind::member: break;
+  }
+  return {"member", "x"};
+}
+
+// LockInfo::kind for a row.
+std::string info_kind(std::string_view kind, std::string_view mode) {
+  if (kind == "rw") return mode == "w" ? "write" : "read";
+  return std::string(kind);
+}
+
+struct Row {
+  std::string owner;
+  std::string mode;
+  std::int64_t a = 0;  // holders: token; waiters: ms waited
+  std::int64_t left = 0;
+};
+
+std::vector<Row> live_rows(const Rows& rows) {
+  std::vector<Row> out;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    Row r{std::string(rows.text(i, 0)), std::string(rows.text(i, 1)), rows.integer(i, 2), rows.integer(i, 3)};
+    if (r.left > 0) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// What the holders and the queue say about `request`.
+struct Decision {
+  bool grant = false;
+  milliseconds retry_in = milliseconds::max();  // Busy: when a holder's lease ends, if known
+};
+
+Decision decide(const LockRequest& request, const std::vector<Row>& holders, const std::vector<Row>& queue) {
+  const Place place = place_of(request.kind);
+  const bool reader = place.mode == "r";
+  // Holds that stand in our way (our own rows never do: a writer may read).
+  std::size_t in_way = 0;
+  Decision d;
+  auto note = [&](const Row& h) {
+    ++in_way;
+    d.retry_in = std::min(d.retry_in, milliseconds(h.left));
+  };
+  for (const Row& h : holders) {
+    if (request.kind == LockKind::permit) {
+      note(h);
+    } else if (h.owner != request.owner && (!reader || h.mode == "w")) {
+      note(h);
+    }
+  }
+  const std::size_t room =
+      request.kind == LockKind::permit ? static_cast<std::size_t>(std::max(request.permits, 0)) : 1;
+  if (in_way >= room) return d;
+  const std::size_t free = request.kind == LockKind::permit ? room - in_way : 1;
+
+  // Waiters queued before us (all of them if we are not queued) that we let
+  // go first: starving ones, or every one when fair.
+  const std::int64_t bound = request.fair || request.kind == LockKind::latch ? 0 : ms(request.max_barging_wait);
+  std::size_t first = 0;
+  for (const Row& w : queue) {
+    if (w.owner == request.owner) break;
+    const bool blocks = !reader || w.mode == "w";
+    if (blocks && w.a >= bound) {
+      ++first;
+      d.retry_in = std::min(d.retry_in, milliseconds(w.left));
+    }
+  }
+  d.grant = first < free;
+  return d;
+}
+
+Status unexpected(std::string_view step) {
+  return Status(errc::internal, "sql backend: " + std::string(step) + ": unexpected reply shape");
+}
+
+class TableBackend;
+
+// A thread waiting for one lock: its slot in the client's mailbox. Leaving
+// takes its queue entry out if an attempt put one there.
+class TableWaiter final : public Waiter {
+ public:
+  TableWaiter(TableBackend& backend, WakeTarget target, std::shared_ptr<Mailbox::Slot> slot)
+      : backend_(backend), target_(std::move(target)), slot_(std::move(slot)) {}
+  ~TableWaiter() override;
+
+  Status wait_until(steady::time_point until) override {
+    std::unique_lock lk(slot_->mu);
+    slot_->cv.wait_until(lk, until, [&] { return slot_->woken; });
+    slot_->woken = false;
+    return {};
+  }
+
+ private:
+  TableBackend& backend_;
+  WakeTarget target_;
+  std::shared_ptr<Mailbox::Slot> slot_;
+};
+
+class TableBackend final : public Backend, public LockDriver {
+ public:
+  TableBackend(std::shared_ptr<const Dialect> dialect, std::shared_ptr<Mailbox> mailbox, TableConfig config)
+      : dialect_(std::move(dialect)), mailbox_(std::move(mailbox)), config_(std::move(config)) {}
+
+  void use(Parts parts) {
+    pool_ = std::move(parts.pool);
+    wakeups_ = std::move(parts.wakeups);
+  }
+
+  // The wake-ups' receiver delivers into the mailbox until it stops: stop
+  // it before the rest goes.
+  ~TableBackend() override { wakeups_.reset(); }
+
+  Status validate_name(std::string_view) const override { return {}; }
+  bool supports_fair() const override { return wakeups_ != nullptr; }
+  bool supports_shared() const override { return true; }
+  bool supports_downgrade() const override { return true; }
+  // Not yet: a resigning leader must hand over to the next in line in the
+  // same transaction (as on zk:// and redis://), or observers see a moment
+  // without a leader.
+  bool supports_election() const override { return false; }
+  bool supports_permits() const override { return true; }
+  LockDriver& locks() override { return *this; }
+
+  Status ping() override {
+    auto conn = pool_->take("ping");
+    if (!conn) return conn.status();
+    const Call calls[] = {{Stmt::ping}};
+    auto out = (*conn)->run(calls);
+    return out ? Status{} : out.status();
+  }
+
+  Result<Attempt> try_acquire(const LockRequest& request) override {
+    const auto sent = steady::now();
+    const std::string step = "acquiring " + std::string(kind_name(request.kind)) + " '" + request.name + "'";
+    if (request.kind == LockKind::member) return Status(errc::unsupported, step + ": no barriers on this backend");
+    const Place place = place_of(request.kind);
+    const std::int64_t permits = request.kind == LockKind::permit ? request.permits : 0;
+    auto conn = pool_->take(step);
+    if (!conn) return conn.status();
+
+    const Call look[] = {{Stmt::begin},
+                         {Stmt::lock_fence, {request.name, place.kind, permits}},
+                         {Stmt::holders, {request.name, place.kind}},
+                         {Stmt::waiters, {request.name, place.kind}}};
+    auto seen = (*conn)->run(look);
+    if (!seen) return seen.status();
+    const Rows& fence = (*seen)[1];
+    if (fence.size() != 1) return abandon(**conn, unexpected(step));
+    const std::vector<Row> holders = live_rows((*seen)[2]);
+    const std::vector<Row> queue = live_rows((*seen)[3]);
+
+    const std::int64_t stored_permits = fence.integer(0, 1);
+    if (permits > 0 && stored_permits > 0 && stored_permits != permits && !holders.empty())
+      return abandon(**conn, Status(errc::invalid_argument,
+                                    "semaphore '" + request.name + "': declared here with " + std::to_string(permits) +
+                                        " permits, but the store has it with " + std::to_string(stored_permits) +
+                                        " (every handle of one name must declare the same count)"));
+
+    const WakeTarget target{request.owner, std::string(place.kind), request.name};
+    auto slot = wakeups_ ? mailbox_->find(target) : nullptr;
+    const Decision d = decide(request, holders, queue);
+    if (!d.grant) {
+      std::vector<Call> busy;
+      if (slot)
+        busy.push_back({Stmt::enqueue, {request.name, place.kind, request.owner, place.mode,
+                                         ms(config_.waiter_ttl), wakeups_->address()}});
+      busy.push_back({Stmt::commit});
+      auto done = (*conn)->run(busy);
+      if (!done) return done.status();
+      if (slot) {
+        std::lock_guard lk(slot->mu);
+        slot->queued = true;
+      }
+      Busy b;
+      if (d.retry_in != milliseconds::max()) b.holder_expires = steady::now() + d.retry_in;
+      return Attempt(b);
+    }
+
+    const std::int64_t token = fence.integer(0, 0) + 1;
+    const Call take[] = {
+        {Stmt::drop_expired, {request.name, place.kind}},
+        {Stmt::bump_token, {request.name, place.kind, permits}},
+        {Stmt::insert_hold,
+         {request.name, place.kind, request.owner, place.mode, token, ms(request.lease), request.data,
+          config_.holder_info}},
+        {Stmt::dequeue, {request.name, place.kind, request.owner}},
+        {Stmt::drop_dead_waiters, {request.name, place.kind}},
+        {Stmt::commit}};
+    auto done = (*conn)->run(take);
+    if (!done) return done.status();
+    if (slot) {
+      std::lock_guard lk(slot->mu);
+      slot->queued = false;
+    }
+    Grant grant;
+    grant.token = static_cast<std::uint64_t>(token);
+    grant.valid_until = sent + request.lease;
+    return Attempt(std::move(grant));
+  }
+
+  std::unique_ptr<Waiter> watch(const LockRequest& request) override {
+    if (!wakeups_) return nullptr;  // core polls
+    WakeTarget target{request.owner, std::string(place_of(request.kind).kind), request.name};
+    auto slot = mailbox_->enter(target);
+    return std::make_unique<TableWaiter>(*this, std::move(target), std::move(slot));
+  }
+
+  Status release(const LockRequest& request, Grant& grant) override {
+    const std::string step = "releasing " + std::string(kind_name(request.kind)) + " '" + request.name + "'";
+    const Place place = place_of(request.kind);
+    auto freed = free_and_wake(step, request.name, place,
+                               Call{Stmt::release, {request.name, place.kind, request.owner, place.mode,
+                                                    static_cast<std::int64_t>(grant.token)}});
+    if (!freed) return freed.status();
+    if (freed->empty())
+      return Status(errc::lock_lost, "unlock '" + request.name +
+                                         "': no longer ours (the lease ran out and another holder took it, "
+                                         "or it was force-released)");
+    if (freed->integer(0, 0) <= 0)
+      return Status(errc::lock_lost, "unlock '" + request.name + "': the lease had run out before unlock");
+    return {};
+  }
+
+  void renew(std::span<Renewal> batch) override {
+    const auto sent = steady::now();
+    auto conn = pool_->take("renewing leases");
+    if (!conn) {
+      for (auto& item : batch) item.outcome = conn.status();
+      return;
+    }
+    std::vector<Call> calls;
+    calls.reserve(batch.size() + 2);
+    calls.push_back({Stmt::begin});
+    for (const Renewal& item : batch) {
+      const Place place = place_of(item.request->kind);
+      calls.push_back({Stmt::extend,
+                       {ms(item.request->lease), item.request->name, place.kind, item.request->owner, place.mode,
+                        static_cast<std::int64_t>(item.grant->token)}});
+    }
+    calls.push_back({Stmt::commit});
+    auto done = (*conn)->run(calls);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      Renewal& item = batch[i];
+      if (!done) {
+        item.outcome = done.status();
+      } else if ((*done)[i + 1].changed == 1) {
+        item.grant->valid_until = sent + item.request->lease;
+        item.outcome = {};
+      } else {
+        item.outcome = Status(errc::lock_lost, "renewing '" + item.request->name +
+                                                   "': the lease had run out or another holder took the lock");
+      }
+    }
+  }
+
+  Status force_release(std::string_view name) override {
+    const std::string step = "force-releasing '" + std::string(name) + "'";
+    const Place place = place_of(LockKind::mutex);
+    auto freed = free_and_wake(step, name, place, Call{Stmt::force_release, {name, place.kind}});
+    return freed ? Status{} : freed.status();
+  }
+
+  Result<std::vector<LockInfo>> list(std::string_view prefix) override {
+    auto conn = pool_->take("listing locks");
+    if (!conn) return conn.status();
+    const Call calls[] = {{Stmt::list, {prefix}}};
+    auto out = (*conn)->run(calls);
+    if (!out) return out.status();
+    const Rows& rows = (*out)[0];
+    std::vector<LockInfo> infos;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      LockInfo info;
+      info.name = rows.text(i, 0);
+      info.kind = info_kind(rows.text(i, 1), rows.text(i, 3));
+      const std::string data(rows.text(i, 6));
+      info.holder = (data.empty() ? "" : data + " ") + std::string(rows.text(i, 7)) + " owner " +
+                    short_owner(rows.text(i, 2));
+      info.token = static_cast<std::uint64_t>(rows.integer(i, 4));
+      info.remaining = milliseconds(std::max<std::int64_t>(rows.integer(i, 5), 0));
+      infos.push_back(std::move(info));
+    }
+    return infos;
+  }
+
+  Result<Holder> holder(std::string_view name, LockKind kind, bool) override {
+    auto conn = pool_->take("reading the leader of '" + std::string(name) + "'");
+    if (!conn) return conn.status();
+    const Call calls[] = {{Stmt::leader, {name, place_of(kind).kind}}};
+    auto out = (*conn)->run(calls);
+    if (!out) return out.status();
+    Holder h;
+    if (!(*out)[0].empty()) h.data = std::string((*out)[0].text(0, 0));
+    return h;  // no change notification: the caller polls
+  }
+
+  // A waiter leaves: its queue entry goes, if an attempt put one there.
+  // Were it woken as the head of a now free lock, the next head is woken.
+  void leave(const WakeTarget& target, Mailbox::Slot& slot) {
+    mailbox_->leave(target);
+    bool queued;
+    {
+      std::lock_guard lk(slot.mu);
+      queued = slot.queued;
+    }
+    if (!queued) return;
+    const Place place{target.kind, "x"};
+    (void)free_and_wake("leaving the queue of '" + target.name + "'", target.name, place,
+                        Call{Stmt::dequeue, {target.name, target.kind, target.owner}});
+  }
+
+ private:
+  // Ends a transaction a decision found nothing to write in, with `why`.
+  Status abandon(Connection& conn, Status why) {
+    const Call end[] = {{Stmt::rollback}};
+    (void)conn.run(end);
+    return why;
+  }
+
+  // Runs `change` (a release, a force-release, a waiter leaving) under the
+  // lock's fence row and wakes the waiters at the head of its queue.
+  // Returns what `change` returned.
+  Result<Rows> free_and_wake(std::string_view step, std::string_view name, const Place& place, Call change) {
+    auto conn = pool_->take(step);
+    if (!conn) return conn.status();
+    // A read-write lock's head may be several readers; otherwise one.
+    const std::int64_t heads = place.kind == "rw" ? 8 : 1;
+    const Call calls[] = {{Stmt::begin},
+                          {Stmt::lock_fence, {name, place.kind, std::int64_t{0}}},
+                          std::move(change),
+                          {Stmt::heads, {name, place.kind, heads}},
+                          {Stmt::commit}};
+    auto out = (*conn)->run(calls);
+    if (!out) return out.status();
+    conn->reset();  // give the connection back before waking anyone
+    const Rows& woken = (*out)[3];
+    if (wakeups_ && !dialect_->database_wakes_heads()) {
+      for (std::size_t i = 0; i < woken.size(); ++i) {
+        if (place.kind == "rw" && i > 0 && (woken.text(i, 1) == "w" || woken.text(0, 1) == "w")) break;
+        wakeups_->wake(woken.text(i, 2), WakeTarget{std::string(woken.text(i, 0)), std::string(place.kind),
+                                                     std::string(name)});
+      }
+    }
+    return std::move((*out)[2]);
+  }
+
+  std::unique_ptr<Pool> pool_;
+  std::shared_ptr<const Dialect> dialect_;
+  std::shared_ptr<Mailbox> mailbox_;
+  std::shared_ptr<Wakeups> wakeups_;
+  const TableConfig config_;
+};
+
+TableWaiter::~TableWaiter() { backend_.leave(target_, *slot_); }
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_table_backend(std::shared_ptr<const Dialect> dialect,
+                                                    std::shared_ptr<Mailbox> mailbox, TableConfig config,
+                                                    const std::function<Result<Parts>(Events&)>& make_parts) {
+  auto backend = std::make_unique<TableBackend>(std::move(dialect), std::move(mailbox), std::move(config));
+  auto parts = make_parts(backend->events());
+  if (!parts) return parts.status();
+  backend->use(std::move(*parts));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+std::string this_process() {
+  std::array<char, HOST_NAME_MAX + 1> host{};
+  if (::gethostname(host.data(), host.size()) != 0) host[0] = '\0';
+  host.back() = '\0';
+  return "host " + std::string(host.data()) + " pid " + std::to_string(::getpid());
+}
+
+}  // namespace dlock::detail::sql
