@@ -74,6 +74,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().bounded_wait = true;
   all.back().downgrade = true;
   all.back().semaphore = true;
+  all.back().async_semaphore = true;
 #endif
 #ifdef DLOCK_WITH_REDIS
   all.push_back({"redis", [](const std::string& dir) { return server_url("redis") + "/0?prefix=" + unique_prefix(dir); },
@@ -111,6 +112,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().bounded_wait = true;
   all.back().downgrade = true;
   all.back().semaphore = true;
+  all.back().async_semaphore = true;
 #endif
   return all;
 }
