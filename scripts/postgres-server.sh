@@ -29,15 +29,7 @@ as_server() {
   if [[ "$(id -u)" == 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
-free_port() {
-  python3 - <<'PY'
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-PY
-}
+source "$(dirname "$0")/ports.sh"
 
 data_dir() { cat "$dir/pgdata"; }
 

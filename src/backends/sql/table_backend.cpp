@@ -233,10 +233,7 @@ class TableBackend final : public Backend, public LockDriver {
       busy.push_back({Stmt::commit});
       auto done = (*conn)->run(busy);
       if (!done) return done.status();
-      if (slot) {
-        std::lock_guard lk(slot->mu);
-        slot->queued = true;
-      }
+      if (slot) slot->set_queued(true);
       Busy b;
       if (d.retry_in != milliseconds::max()) b.holder_expires = steady::now() + d.retry_in;
       return Attempt(b);
@@ -254,10 +251,7 @@ class TableBackend final : public Backend, public LockDriver {
         {Stmt::commit}};
     auto done = (*conn)->run(take);
     if (!done) return done.status();
-    if (slot) {
-      std::lock_guard lk(slot->mu);
-      slot->queued = false;
-    }
+    if (slot) slot->set_queued(false);
     Grant grant;
     grant.token = static_cast<std::uint64_t>(token);
     grant.valid_until = sent + request.lease;
@@ -365,12 +359,7 @@ class TableBackend final : public Backend, public LockDriver {
   // next head is woken if the lock is free.
   void leave(const WakeTarget& target, Mailbox::Slot& slot, bool handed) {
     mailbox_->leave(target);
-    bool queued;
-    {
-      std::lock_guard lk(slot.mu);
-      queued = slot.queued;
-    }
-    if (!queued && !handed) return;
+    if (!slot.is_queued() && !handed) return;
     const Place place{target.kind, "x"};
     const Call changes[] = {{Stmt::drop_own, {target.name, target.kind, target.owner}},
                             {Stmt::dequeue, {target.name, target.kind, target.owner}}};
