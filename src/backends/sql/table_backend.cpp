@@ -104,6 +104,12 @@ Decision decide(const LockRequest& request, const std::vector<Row>& holders, con
     d.retry_in = std::min(d.retry_in, milliseconds(h.left));
   };
   for (const Row& h : holders) {
+    // Ours already: handed over by a release while we were not looking
+    // (an election's), or a hold core gave up on. Take it (again).
+    if (request.kind != LockKind::permit && h.owner == request.owner && h.mode == place.mode) {
+      d.grant = true;
+      return d;
+    }
     if (request.kind == LockKind::permit) {
       note(h);
     } else if (h.owner != request.owner && (!reader || h.mode == "w")) {
