@@ -73,6 +73,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().shared = true;
   all.back().bounded_wait = true;
   all.back().downgrade = true;
+  all.back().election = true;
   all.back().semaphore = true;
   all.back().async_semaphore = true;
 #endif
@@ -111,6 +112,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().shared = true;
   all.back().bounded_wait = true;
   all.back().downgrade = true;
+  all.back().election = true;
   all.back().semaphore = true;
   all.back().async_semaphore = true;
 #endif
