@@ -176,6 +176,16 @@ void AsyncAcquirer::run(const std::shared_ptr<Shared>& shared) {
     for (std::size_t i = 0; i < due.size(); ++i) {
       auto& p = due[i];
       if (was_waiting[i]) {
+        // The Waiter's own wait, already over (it does not block), ends the
+        // wait as the blocking loop's would, so that take_grant() sees
+        // what the wake-up brought.
+        if (Waiter* waiter = p->acquisition->waiter()) {
+          if (Status st = waiter->wait_until(steady::now()); !st) {
+            s.complete(p, std::move(st));
+            if (s.abandoned) return;
+            continue;
+          }
+        }
         if (auto grant = p->acquisition->woken(woke_early[i])) {
           s.granted(p, std::move(*grant));
           if (s.abandoned) return;

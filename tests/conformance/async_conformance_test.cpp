@@ -270,11 +270,11 @@ TEST_P(AsyncConformance, CancellingLeavesNoQueueEntryBehind) {
   auto holding = client();
   auto holder = holding->mutex(lock_name(), in_order);
   holder.lock();
+  std::promise<Status> called;  // declared before the client: it outlives any completion
   auto c = client();
   auto m = c->mutex(lock_name(), in_order);
   std::stop_source stop_future, stop_callback;
   auto pending = m.async_lock(stop_future.get_token());
-  std::promise<Status> called;
   m.async_lock([&](Status s, Hold hold) {
     EXPECT_FALSE(hold);
     called.set_value(s);
