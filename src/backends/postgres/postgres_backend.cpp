@@ -121,13 +121,11 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
 // and replaced when one breaks.
 class PgPool final : public sql::Pool {
  public:
-  PgPool(ConnectInfo info, std::shared_ptr<const sql::Dialect> dialect, int size, milliseconds op_timeout,
-         Events& events)
-      : info_(std::move(info)), dialect_(std::move(dialect)), op_timeout_(op_timeout), events_(events),
+  PgPool(ConnectInfo info, std::shared_ptr<const sql::Dialect> dialect, int size, Events& events)
+      : info_(std::move(info)), dialect_(std::move(dialect)), events_(events),
         slots_(static_cast<std::size_t>(size)) {}
 
-  Result<Lease> take(std::string_view step) override {
-    const auto deadline = steady::now() + op_timeout_;
+  Result<Lease> take(std::string_view step, steady::time_point deadline) override {
     std::size_t index;
     {
       std::unique_lock lk(mu_);
@@ -184,7 +182,6 @@ class PgPool final : public sql::Pool {
 
   const ConnectInfo info_;
   std::shared_ptr<const sql::Dialect> dialect_;
-  const milliseconds op_timeout_;
   Events& events_;
   std::mutex mu_;
   std::condition_variable free_;
@@ -236,7 +233,7 @@ Result<std::unique_ptr<Backend>> open_postgres_backend(const Url& url, const Cli
   return sql::make_table_backend(dialect, mailbox, config->table, [&](Events& events) -> Result<sql::Parts> {
     auto listener = Listener::start(config->connect, std::move(*first), mailbox, events, options.op_timeout);
     if (!listener) return listener.status();
-    return sql::Parts{std::make_unique<PgPool>(config->connect, dialect, config->pool, options.op_timeout, events),
+    return sql::Parts{std::make_unique<PgPool>(config->connect, dialect, config->pool, events),
                       std::move(*listener)};
   });
 }

@@ -193,7 +193,7 @@ class TableBackend final : public Backend, public LockDriver {
   LockDriver& locks() override { return *this; }
 
   Status ping() override {
-    auto conn = pool_->take("ping");
+    auto conn = connection("ping");
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::ping}};
     auto out = (*conn)->run(calls);
@@ -206,7 +206,7 @@ class TableBackend final : public Backend, public LockDriver {
     if (request.kind == LockKind::member) return Status(errc::unsupported, step + ": no barriers on this backend");
     const Place place = place_of(request.kind);
     const std::int64_t permits = request.kind == LockKind::permit ? request.permits : 0;
-    auto conn = pool_->take(step);
+    auto conn = connection(step);
     if (!conn) return conn.status();
 
     const Call look[] = {{Stmt::begin},
@@ -289,7 +289,7 @@ class TableBackend final : public Backend, public LockDriver {
 
   void renew(std::span<Renewal> batch) override {
     const auto sent = steady::now();
-    auto conn = pool_->take("renewing leases");
+    auto conn = connection("renewing leases");
     if (!conn) {
       for (auto& item : batch) item.outcome = conn.status();
       return;
@@ -328,7 +328,7 @@ class TableBackend final : public Backend, public LockDriver {
   }
 
   Result<std::vector<LockInfo>> list(std::string_view prefix) override {
-    auto conn = pool_->take("listing locks");
+    auto conn = connection("listing locks");
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::list, {prefix}}};
     auto out = (*conn)->run(calls);
@@ -350,7 +350,7 @@ class TableBackend final : public Backend, public LockDriver {
   }
 
   Result<Holder> holder(std::string_view name, LockKind kind, bool) override {
-    auto conn = pool_->take("reading the leader of '" + std::string(name) + "'");
+    auto conn = connection("reading the leader of '" + std::string(name) + "'");
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::leader, {name, place_of(kind).kind}}};
     auto out = (*conn)->run(calls);
@@ -376,7 +376,7 @@ class TableBackend final : public Backend, public LockDriver {
   // The caller's live hold of `target`, if a release handed it over.
   Result<std::optional<Grant>> handed_hold(const WakeTarget& target, std::string_view mode) {
     const auto sent = steady::now();
-    auto conn = pool_->take("taking the leadership of '" + target.name + "' handed over");
+    auto conn = connection("taking the leadership of '" + target.name + "' handed over");
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::own_hold, {target.name, target.kind, target.owner, mode}}};
     auto out = (*conn)->run(calls);
@@ -390,6 +390,10 @@ class TableBackend final : public Backend, public LockDriver {
   }
 
  private:
+  Result<Pool::Lease> connection(std::string_view step) {
+    return pool_->take(step, steady::now() + config_.op_timeout);
+  }
+
   // Ends a transaction a decision found nothing to write in, with `why`.
   Status abandon(Connection& conn, Status why) {
     const Call end[] = {{Stmt::rollback}};
@@ -404,7 +408,7 @@ class TableBackend final : public Backend, public LockDriver {
   // Returns what the first change returned.
   Result<Rows> free_and_wake(std::string_view step, std::string_view name, const Place& place,
                              std::span<const Call> changes) {
-    auto conn = pool_->take(step);
+    auto conn = connection(step);
     if (!conn) return conn.status();
     const bool hand_over = place.kind == "leader";
     // A read-write lock's head may be several readers; otherwise one.
