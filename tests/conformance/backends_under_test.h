@@ -71,6 +71,8 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().downgrade = true;
   all.back().election = true;
   all.back().semaphore = true;
+  all.back().counters = true;
+  all.back().barrier = true;
 #endif
 #ifdef DLOCK_WITH_REDIS
   all.push_back({"redis", [](const std::string& dir) { return server_url("redis") + "/0?prefix=" + unique_prefix(dir); },
@@ -108,6 +110,8 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().downgrade = true;
   all.back().election = true;
   all.back().semaphore = true;
+  all.back().counters = true;
+  all.back().barrier = true;
 #endif
   return all;
 }

@@ -127,7 +127,7 @@ TEST_F(PostgresFault, ALeastPrivilegeUserWorksAndOneWithoutRightsIsToldWhatToRun
   (void)connect(url("?schema=locks"));
   admin("CREATE ROLE app LOGIN; GRANT USAGE ON SCHEMA locks TO app; "
         "GRANT SELECT, INSERT, UPDATE, DELETE ON locks.dlock_holds, locks.dlock_fences, locks.dlock_waiters, "
-        "locks.dlock_ping TO app");
+        "locks.dlock_counts, locks.dlock_ping TO app");
   const std::string port = read("port");
   const std::string app = "postgres://app@127.0.0.1:" + port + "/dlock";
   {

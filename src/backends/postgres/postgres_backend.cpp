@@ -193,10 +193,9 @@ class PgPool final : public sql::Pool {
 // create them gets the DDL to run.
 Status ensure_schema(PgConnection& conn, const sql::Dialect& dialect, const std::string& schema,
                      const std::string& url) {
-  auto present = conn.exec(
-      "SELECT to_regclass('dlock_holds') IS NOT NULL AND to_regclass('dlock_fences') IS NOT NULL AND "
-      "to_regclass('dlock_waiters') IS NOT NULL AND to_regclass('dlock_ping') IS NOT NULL",
-      "looking for dlock's tables");
+  std::string all_present = "SELECT true";
+  for (std::string_view t : sql::table_names) all_present += " AND to_regclass('" + std::string(t) + "') IS NOT NULL";
+  auto present = conn.exec(all_present, "looking for dlock's tables");
   if (!present) return present.status();
   if (present->text(0, 0) == "t") return {};
   const std::string make_schema = schema.empty() ? "" : "CREATE SCHEMA IF NOT EXISTS " + schema + "; ";
@@ -210,8 +209,7 @@ Status ensure_schema(PgConnection& conn, const sql::Dialect& dialect, const std:
                   "postgres backend: " + url +
                       ": dlock's tables are missing and this user may not create them. Run as their owner:\n" +
                       dialect.schema() +
-                      ";\nthen GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_holds, dlock_fences, dlock_waiters, "
-                      "dlock_ping TO <this user>;");
+                      ";\nthen GRANT SELECT, INSERT, UPDATE, DELETE ON " + sql::table_list() + " TO <this user>;");
   return made.status();
 }
 
