@@ -3,8 +3,9 @@
 //
 // Names: each name gets a 32-bit id from dlock_session_keys (an identity
 // column: two names never share one, unlike a hash), cached per client.
-// dlock's advisory locks use the two-key form with a fixed first key, a
-// key space apart from the one-key (bigint) locks other programs take.
+// dlock's advisory locks use the two-key form with the OID of that table as
+// the first key: one key space per schema (ids start at 1 in each), apart
+// from the one-key (bigint) locks other programs take.
 //
 // Fencing: dlock_fences (kind session) bumped on the holder's connection
 // right after the advisory lock is granted — durable, strictly increasing.
@@ -38,9 +39,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// "dlck": the first key of every advisory lock dlock takes.
-constexpr std::string_view class_id = "1684824939";
-
 // A held lock's connection.
 struct SessionHold final : GrantState {
   std::unique_ptr<PgConnection> conn;
@@ -66,6 +64,19 @@ class SessionBackend final : public Backend, public LockDriver {
  public:
   SessionBackend(ConnectInfo info, milliseconds op_timeout) : info_(std::move(info)), op_timeout_(op_timeout) {}
 
+  // The first key: dlock_session_keys' OID, as the int4 the lock functions
+  // take and as the OID pg_locks shows.
+  Status start() {
+    auto conn = idle_connection("finding dlock_session_keys");
+    if (!conn) return conn.status();
+    auto out = (*conn)->exec("SELECT 'dlock_session_keys'::regclass::oid", "finding dlock_session_keys");
+    if (!out) return out.status();
+    give_back(std::move(*conn));
+    class_oid_ = std::string(out->text(0, 0));
+    class_id_ = std::to_string(static_cast<std::int32_t>(static_cast<std::uint32_t>(out->integer(0, 0))));
+    return {};
+  }
+
   Status validate_name(std::string_view) const override { return {}; }
   std::optional<std::chrono::milliseconds> session_timeout() const override { return std::nullopt; }
   LockDriver& locks() override { return *this; }
@@ -86,7 +97,7 @@ class SessionBackend final : public Backend, public LockDriver {
     if (!key) return key.status();
     auto conn = idle_connection(step);
     if (!conn) return conn.status();
-    const std::string params[] = {std::string(class_id), *key};
+    const std::string params[] = {class_id_, *key};
     auto got = (*conn)->query("SELECT pg_try_advisory_lock($1::int, $2::int)", params, step);
     if (!got) return got.status();
     if (got->text(0, 0) != "t") {
@@ -115,7 +126,7 @@ class SessionBackend final : public Backend, public LockDriver {
         1, std::chrono::ceil<milliseconds>(until - steady::now()).count());
     (*conn)->set_deadline(steady::now() + milliseconds(wait_ms) + op_timeout_);
     if (auto set = (*conn)->exec("SET lock_timeout = " + std::to_string(wait_ms), step); !set) return set.status();
-    const std::string params[] = {std::string(class_id), *key};
+    const std::string params[] = {class_id_, *key};
     std::string sqlstate;
     auto got = (*conn)->query("SELECT pg_advisory_lock($1::int, $2::int)", params, step, &sqlstate);
     (*conn)->set_deadline(steady::now() + op_timeout_);
@@ -136,7 +147,7 @@ class SessionBackend final : public Backend, public LockDriver {
     if (!hold) return Status(errc::internal, "postgres backend: a session grant without its connection");
     const std::string step = "releasing '" + request.name + "'";
     hold->conn->set_deadline(steady::now() + op_timeout_);
-    const std::string params[] = {std::string(class_id), hold->key};
+    const std::string params[] = {class_id_, hold->key};
     auto out = hold->conn->query(
         "SELECT pg_advisory_unlock($1::int, $2::int), set_config('idle_session_timeout', '0', false)", params, step);
     if (!out)
@@ -177,9 +188,11 @@ class SessionBackend final : public Backend, public LockDriver {
     if (!conn) return conn.status();
     // Only the holding session may unlock: end it (needs the holder's role,
     // or pg_signal_backend).
-    const std::string params[] = {std::string(class_id), *key};
+    // Waits (up to op_timeout) until the holder's session is gone, so the
+    // lock is free when this returns.
+    const std::string params[] = {class_oid_, *key, std::to_string(op_timeout_.count() / 2)};
     auto out = (*conn)->query(
-        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid "
+        "SELECT pg_terminate_backend(pid, $3::bigint) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid "
         "AND objid = $2::oid AND objsubid = 2 AND granted",
         params, step);
     if (!out) return out.status();
@@ -190,7 +203,7 @@ class SessionBackend final : public Backend, public LockDriver {
   Result<std::vector<LockInfo>> list(std::string_view prefix) override {
     auto conn = idle_connection("listing locks");
     if (!conn) return conn.status();
-    const std::string params[] = {std::string(class_id), std::string(prefix)};
+    const std::string params[] = {class_oid_, std::string(prefix)};
     auto out = (*conn)->query(
         "SELECT k.name, l.pid, coalesce(f.last_token, 0) FROM pg_locks l JOIN dlock_session_keys k ON l.objid = k.id "
         "LEFT JOIN dlock_fences f ON f.name = k.name AND f.kind = 'session' "
@@ -279,6 +292,7 @@ class SessionBackend final : public Backend, public LockDriver {
 
   const ConnectInfo info_;
   const milliseconds op_timeout_;
+  std::string class_id_, class_oid_;  // set by start()
   std::mutex mu_;
   std::vector<std::unique_ptr<PgConnection>> idle_;  // guarded by mu_
   std::map<std::string, std::string> keys_;          // guarded by mu_
@@ -300,8 +314,10 @@ SessionWaiter::~SessionWaiter() {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_session_backend(ConnectInfo info, std::chrono::milliseconds op_timeout) {
-  return std::make_unique<SessionBackend>(std::move(info), op_timeout);
+Result<std::unique_ptr<Backend>> make_session_backend(ConnectInfo info, std::chrono::milliseconds op_timeout) {
+  auto backend = std::make_unique<SessionBackend>(std::move(info), op_timeout);
+  if (Status s = backend->start(); !s) return s;
+  return std::unique_ptr<Backend>(std::move(backend));
 }
 
 }  // namespace dlock::detail::postgres
