@@ -257,9 +257,11 @@ class SessionBackend final : public Backend, public LockDriver {
     auto conn = idle_connection("looking up '" + name + "'");
     if (!conn) return conn.status();
     const std::string params[] = {name};
+    // DO UPDATE, not DO NOTHING: it returns the row a concurrent insert made
+    // (waiting for it to commit), where a separate read might see neither.
     auto out = (*conn)->query(
-        "WITH made AS (INSERT INTO dlock_session_keys (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id) "
-        "SELECT id FROM made UNION ALL SELECT id FROM dlock_session_keys WHERE name = $1",
+        "INSERT INTO dlock_session_keys (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET name = excluded.name "
+        "RETURNING id",
         params, "looking up '" + name + "'");
     if (!out) return out.status();
     give_back(std::move(*conn));
