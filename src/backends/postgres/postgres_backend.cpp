@@ -3,7 +3,9 @@
 //
 //   postgres://user[:password]@host[:port][,host2[:port2]...]/database[?option=value&...]
 //
-// Options: mode=table (the default and, for now, the only mode), schema=NAME
+// Options: mode=table (the default: the lock table recipe, every
+// primitive) or mode=session (advisory locks, Mutex only:
+// session_locks.cpp), schema=NAME
 // (dlock's tables live there, made with it if missing; default: the user's
 // search_path), pool=4
 // (connections per client, 1..64: calls of different threads run on
@@ -26,6 +28,8 @@
 // client, sent by the release's own statement (listener.h).
 #include "backends/postgres/connection.h"
 #include "backends/postgres/listener.h"
+#include "backends/postgres/session_locks.h"
+#include "backends/postgres/spelling.h"
 #include "backends/sql/table_backend.h"
 #include "core/driver.h"
 #include "core/option_values.h"
@@ -42,19 +46,10 @@ namespace {
 using namespace postgres;
 using std::chrono::milliseconds;
 
-const sql::DialectSpelling spelling = {
-    .name = "postgres",
-    .begin = "BEGIN",
-    .now_ms = "(extract(epoch from clock_timestamp()) * 1000)::bigint",
-    .starts_with = "starts_with(name, ?1)",
-    .text_type = "TEXT",
-    .table_suffix = "",
-    .notify_heads = "WITH h AS (%s) SELECT owner, mode, wake, "
-                    "pg_notify('dlock_' || wake, owner || chr(10) || ?2 || chr(10) || ?1) FROM h",
-};
 
 struct Config {
   ConnectInfo connect;
+  bool session = false;  // mode=session: advisory locks (session_locks.h)
   std::string schema;  // empty: the user's search_path
   int pool = 4;
   sql::TableConfig table;
@@ -86,10 +81,8 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
                              std::to_string(2 * options.op_timeout.count());
   for (const auto& [key, value] : url.query) {
     if (key == "mode") {
-      if (value == "session")
-        return Status(errc::unsupported, "postgres url " + url.redacted() +
-                                             ": mode=session (advisory locks) is not available yet; use mode=table");
-      if (value != "table") return invalid(url, "mode '" + value + "' must be table or session");
+      if (value != "table" && value != "session") return invalid(url, "mode '" + value + "' must be table or session");
+      c.session = value == "session";
     } else if (key == "pool") {
       auto n = parse_count(value, "pool", 1, 64);
       if (!n) return invalid(url, n.status().message());
@@ -121,13 +114,11 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
 // and replaced when one breaks.
 class PgPool final : public sql::Pool {
  public:
-  PgPool(ConnectInfo info, std::shared_ptr<const sql::Dialect> dialect, int size, milliseconds op_timeout,
-         Events& events)
-      : info_(std::move(info)), dialect_(std::move(dialect)), op_timeout_(op_timeout), events_(events),
+  PgPool(ConnectInfo info, std::shared_ptr<const sql::Dialect> dialect, int size, Events& events)
+      : info_(std::move(info)), dialect_(std::move(dialect)), events_(events),
         slots_(static_cast<std::size_t>(size)) {}
 
-  Result<Lease> take(std::string_view step) override {
-    const auto deadline = steady::now() + op_timeout_;
+  Result<Lease> take(std::string_view step, steady::time_point deadline) override {
     std::size_t index;
     {
       std::unique_lock lk(mu_);
@@ -184,7 +175,6 @@ class PgPool final : public sql::Pool {
 
   const ConnectInfo info_;
   std::shared_ptr<const sql::Dialect> dialect_;
-  const milliseconds op_timeout_;
   Events& events_;
   std::mutex mu_;
   std::condition_variable free_;
@@ -196,25 +186,23 @@ class PgPool final : public sql::Pool {
 // create them gets the DDL to run.
 Status ensure_schema(PgConnection& conn, const sql::Dialect& dialect, const std::string& schema,
                      const std::string& url) {
-  auto present = conn.exec(
-      "SELECT to_regclass('dlock_holds') IS NOT NULL AND to_regclass('dlock_fences') IS NOT NULL AND "
-      "to_regclass('dlock_waiters') IS NOT NULL AND to_regclass('dlock_ping') IS NOT NULL",
-      "looking for dlock's tables");
+  std::string all_present = "SELECT to_regclass('dlock_session_keys') IS NOT NULL";
+  for (std::string_view t : sql::table_names) all_present += " AND to_regclass('" + std::string(t) + "') IS NOT NULL";
+  auto present = conn.exec(all_present, "looking for dlock's tables");
   if (!present) return present.status();
   if (present->text(0, 0) == "t") return {};
   const std::string make_schema = schema.empty() ? "" : "CREATE SCHEMA IF NOT EXISTS " + schema + "; ";
-  auto made = conn.exec("BEGIN; SELECT pg_advisory_xact_lock(7262457536421675113); " + make_schema +
-                            dialect.schema() + "; COMMIT",
+  const std::string ddl = dialect.schema() + ";\n" + std::string(session_schema);
+  auto made = conn.exec("BEGIN; SELECT pg_advisory_xact_lock(7262457536421675113); " + make_schema + ddl + "; COMMIT",
                         "creating dlock's tables");
   if (made) return {};
   (void)conn.exec("ROLLBACK", "rolling back");
   if (made.status().message().find("SQLSTATE 42501") != std::string::npos)
     return Status(errc::unavailable,
                   "postgres backend: " + url +
-                      ": dlock's tables are missing and this user may not create them. Run as their owner:\n" +
-                      dialect.schema() +
-                      ";\nthen GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_holds, dlock_fences, dlock_waiters, "
-                      "dlock_ping TO <this user>;");
+                      ": dlock's tables are missing and this user may not create them. Run as their owner:\n" + ddl +
+                      ";\nthen GRANT SELECT, INSERT, UPDATE, DELETE ON " + sql::table_list() +
+                      ", dlock_session_keys TO <this user>;");
   return made.status();
 }
 
@@ -230,13 +218,14 @@ Result<std::unique_ptr<Backend>> open_postgres_backend(const Url& url, const Cli
   if (!first) return first.status();
   (*first)->set_deadline(steady::now() + options.op_timeout);
   if (Status s = ensure_schema(**first, *dialect, config->schema, config->connect.redacted_url); !s) return s;
+  if (config->session) return make_session_backend(config->connect, options.op_timeout);
 
   auto mailbox = std::make_shared<sql::Mailbox>();
   config->table.holder_info = sql::this_process();
   return sql::make_table_backend(dialect, mailbox, config->table, [&](Events& events) -> Result<sql::Parts> {
     auto listener = Listener::start(config->connect, std::move(*first), mailbox, events, options.op_timeout);
     if (!listener) return listener.status();
-    return sql::Parts{std::make_unique<PgPool>(config->connect, dialect, config->pool, options.op_timeout, events),
+    return sql::Parts{std::make_unique<PgPool>(config->connect, dialect, config->pool, events),
                       std::move(*listener)};
   });
 }

@@ -18,6 +18,9 @@ namespace {
 //                deleted, so tokens keep increasing after the holds go),
 //                and the permits a semaphore was declared with. Locking
 //                this row orders everything done to one lock.
+// dlock_counts   a Counter's value (kind counter) and width in bytes, a
+//                Latch's count (kind latch), whether a Barrier is open
+//                (kind barrier, 1 = open).
 // dlock_waiters  the queue: one row per waiting thread, in `since` order,
 //                kept alive by the waiter's attempts (expires_at), with
 //                where to wake it (`wake`: its client's address) and what
@@ -53,6 +56,13 @@ CREATE TABLE IF NOT EXISTS dlock_waiters (
   data       {text} NOT NULL,
   holder     {text} NOT NULL,
   PRIMARY KEY (name, kind, owner)
+){suffix};
+CREATE TABLE IF NOT EXISTS dlock_counts (
+  name       {text} NOT NULL,
+  kind       {text} NOT NULL,
+  value      BIGINT NOT NULL,
+  width      BIGINT NOT NULL,
+  PRIMARY KEY (name, kind)
 ){suffix};
 CREATE TABLE IF NOT EXISTS dlock_ping (
   id BIGINT PRIMARY KEY NOT NULL,
@@ -96,10 +106,14 @@ constexpr Text texts[] = {
      "VALUES (?1, ?2, ?3, ?4, ?5, {now} + ?6, ?7, ?8) ON CONFLICT (name, kind, owner, mode) DO UPDATE SET "
      "token = excluded.token, expires_at = excluded.expires_at, data = excluded.data, holder = excluded.holder"},
     // ?3 owner, ?4 mode, ?5 ms to live, ?6 wake address, ?7 lease ms,
-    // ?8 data, ?9 holder. Keeps `since`.
+    // ?8 data, ?9 holder. Keeps `since`. A new entry's `since` is later than
+    // every other of its lock's (now, or the last one's + 1 ms): two entries
+    // never tie, so the queue's order is the order they came in.
     {Stmt::enqueue, "queueing",
      "INSERT INTO dlock_waiters (name, kind, owner, mode, since, expires_at, wake, lease, data, holder) "
-     "VALUES (?1, ?2, ?3, ?4, {now}, {now} + ?5, ?6, ?7, ?8, ?9) ON CONFLICT (name, kind, owner) DO UPDATE SET "
+     "VALUES (?1, ?2, ?3, ?4, (SELECT CASE WHEN MAX(since) IS NULL OR MAX(since) < {now} THEN {now} "
+     "ELSE MAX(since) + 1 END FROM dlock_waiters WHERE name = ?1 AND kind = ?2), "
+     "{now} + ?5, ?6, ?7, ?8, ?9) ON CONFLICT (name, kind, owner) DO UPDATE SET "
      "mode = excluded.mode, expires_at = excluded.expires_at, wake = excluded.wake, lease = excluded.lease, "
      "data = excluded.data, holder = excluded.holder"},
     // ?3 owner
@@ -147,6 +161,15 @@ constexpr Text texts[] = {
      "SELECT data FROM dlock_holds WHERE name = ?1 AND kind = ?2 AND expires_at > {now}"},
     {Stmt::ping, "ping",
      "INSERT INTO dlock_ping (id, at) VALUES (1, {now}) ON CONFLICT (id) DO UPDATE SET at = excluded.at"},
+    // ?3 value and ?4 width if missing -> value, width. Locks the row until
+    // the transaction ends.
+    {Stmt::lock_count, "locking the count",
+     "INSERT INTO dlock_counts (name, kind, value, width) VALUES (?1, ?2, ?3, ?4) "
+     "ON CONFLICT (name, kind) DO UPDATE SET value = dlock_counts.value RETURNING value, width"},
+    // -> value, width (no row: never written)
+    {Stmt::read_count, "reading the count", "SELECT value, width FROM dlock_counts WHERE name = ?1 AND kind = ?2"},
+    // ?3 value
+    {Stmt::set_count, "writing the count", "UPDATE dlock_counts SET value = ?3 WHERE name = ?1 AND kind = ?2"},
 };
 static_assert(std::size(texts) == statement_count);
 
@@ -162,6 +185,12 @@ std::string fill(std::string_view text, const DialectSpelling& d) {
 }
 
 }  // namespace
+
+std::string table_list() {
+  std::string out;
+  for (std::string_view t : table_names) out += (out.empty() ? "" : ", ") + std::string(t);
+  return out;
+}
 
 std::string_view purpose(Stmt statement) { return texts[static_cast<std::size_t>(statement)].purpose; }
 
