@@ -443,7 +443,7 @@ TEST_P(AsyncConformance, CampaignsLeadInTurn) {
   EXPECT_TRUE(eventually([&] { return election.leader() == "second"; }, 5s));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, AsyncConformance, ::testing::ValuesIn(backends_under_test()),
+INSTANTIATE_TEST_SUITE_P(Backends, AsyncConformance, ::testing::ValuesIn(backends_claiming(&BackendUnderTest::async)),
                          [](const auto& param_info) { return param_info.param.name; });
 
 }  // namespace
