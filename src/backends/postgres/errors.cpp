@@ -1,5 +1,7 @@
 #include "backends/postgres/errors.h"
 
+#include "backends/sql/server_options.h"
+
 #include <libpq-fe.h>
 
 #include <string>
@@ -16,8 +18,7 @@ Status to_status(const pg_result* result, std::string_view step) {
   if (cls == "08" || cls == "53" || code.starts_with("57P") || code == "40001" || code == "40P01" || code == "55P03")
     return Status(errc::unavailable, what);
   if (code == "42501")
-    return Status(errc::unavailable, what + " — the database user needs SELECT, INSERT, UPDATE and DELETE on "
-                                            "dlock_holds, dlock_fences, dlock_waiters and dlock_ping");
+    return Status(errc::unavailable, what + " — " + std::string(sql::privileges_needed));
   return Status(errc::internal, what);
 }
 

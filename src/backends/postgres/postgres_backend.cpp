@@ -26,15 +26,14 @@
 // client, sent by the release's own statement (listener.h).
 #include "backends/postgres/connection.h"
 #include "backends/postgres/listener.h"
+#include "backends/sql/server_options.h"
+#include "backends/sql/slot_pool.h"
 #include "backends/sql/table_backend.h"
 #include "core/driver.h"
-#include "core/option_values.h"
 #include "core/url.h"
 
 #include <libpq-fe.h>
 
-#include <condition_variable>
-#include <mutex>
 
 namespace dlock::detail {
 namespace {
@@ -60,9 +59,7 @@ struct Config {
   sql::TableConfig table;
 };
 
-Status invalid(const Url& url, std::string why) {
-  return Status(errc::invalid_argument, "postgres url " + url.redacted() + ": " + std::move(why));
-}
+Status invalid(const Url& url, std::string why) { return sql::invalid_url("postgres", url, std::move(why)); }
 
 Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   Config c;
@@ -85,20 +82,10 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   std::string options_line = "-c lock_timeout=" + op_ms + " -c idle_in_transaction_session_timeout=" +
                              std::to_string(2 * options.op_timeout.count());
   for (const auto& [key, value] : url.query) {
-    if (key == "mode") {
-      if (value == "session")
-        return Status(errc::unsupported, "postgres url " + url.redacted() +
-                                             ": mode=session (advisory locks) is not available yet; use mode=table");
-      if (value != "table") return invalid(url, "mode '" + value + "' must be table or session");
-    } else if (key == "pool") {
-      auto n = parse_count(value, "pool", 1, 64);
-      if (!n) return invalid(url, n.status().message());
-      c.pool = *n;
-    } else if (key == "waiter_ttl") {
-      auto d = parse_duration_within(value, "waiter_ttl", std::chrono::seconds(1), std::chrono::hours(1));
-      if (!d) return invalid(url, d.status().message());
-      c.table.waiter_ttl = *d;
-    } else if (key == "schema") {
+    auto common = sql::read_server_option("postgres", url, key, value, c.pool, c.table);
+    if (!common) return common.status();
+    if (*common) continue;
+    if (key == "schema") {
       const bool plain = !value.empty() && value.size() <= 63 && !(value[0] >= '0' && value[0] <= '9') &&
                          value.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
       if (!plain)
@@ -116,80 +103,6 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   p.emplace_back("options", options_line);
   return c;
 }
-
-// The connections of one client: up to `size`, opened when first needed
-// and replaced when one breaks.
-class PgPool final : public sql::Pool {
- public:
-  PgPool(ConnectInfo info, std::shared_ptr<const sql::Dialect> dialect, int size, milliseconds op_timeout,
-         Events& events)
-      : info_(std::move(info)), dialect_(std::move(dialect)), op_timeout_(op_timeout), events_(events),
-        slots_(static_cast<std::size_t>(size)) {}
-
-  Result<Lease> take(std::string_view step) override {
-    const auto deadline = steady::now() + op_timeout_;
-    std::size_t index;
-    {
-      std::unique_lock lk(mu_);
-      auto free_slot = [&] {
-        for (std::size_t i = 0; i < slots_.size(); ++i)
-          if (!slots_[i].busy) return i;
-        return slots_.size();
-      };
-      if (!free_.wait_until(lk, deadline, [&] { return free_slot() < slots_.size(); }))
-        return Status(errc::unavailable, "postgres backend: " + std::string(step) +
-                                             ": every connection of this client stayed busy for longer than "
-                                             "ClientOptions::op_timeout (see the url's pool option)");
-      index = free_slot();
-      slots_[index].busy = true;
-    }
-    Slot& slot = slots_[index];  // ours until given back
-    if (!slot.conn || slot.conn->broken()) {
-      const bool was_open = slot.conn != nullptr;
-      slot.conn.reset();
-      auto fresh = PgConnection::open(info_, dialect_.get(), deadline);
-      if (!fresh) {
-        release(index);
-        return fresh.status();
-      }
-      slot.conn = std::move(*fresh);
-      if (was_open) events_.connection_restored("postgres connection");
-    }
-    slot.conn->set_deadline(deadline);
-    return Lease(slot.conn.get(), Give{this});
-  }
-
- private:
-  struct Slot {
-    std::unique_ptr<PgConnection> conn;
-    bool busy = false;  // guarded by mu_
-  };
-
-  void give_back(sql::Connection* c) noexcept override {
-    for (std::size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].conn.get() != c) continue;
-      if (slots_[i].conn->broken()) events_.connection_lost("postgres connection");
-      release(i);
-      return;
-    }
-  }
-
-  void release(std::size_t index) {
-    {
-      std::lock_guard lk(mu_);
-      slots_[index].busy = false;
-    }
-    free_.notify_one();
-  }
-
-  const ConnectInfo info_;
-  std::shared_ptr<const sql::Dialect> dialect_;
-  const milliseconds op_timeout_;
-  Events& events_;
-  std::mutex mu_;
-  std::condition_variable free_;
-  std::vector<Slot> slots_;  // size fixed; each slot's conn touched only by who has it busy
-};
 
 // The tables, made if missing (by one client at a time: an advisory lock
 // orders concurrent first connections). A user without the right to
@@ -209,12 +122,7 @@ Status ensure_schema(PgConnection& conn, const sql::Dialect& dialect, const std:
   if (made) return {};
   (void)conn.exec("ROLLBACK", "rolling back");
   if (made.status().message().find("SQLSTATE 42501") != std::string::npos)
-    return Status(errc::unavailable,
-                  "postgres backend: " + url +
-                      ": dlock's tables are missing and this user may not create them. Run as their owner:\n" +
-                      dialect.schema() +
-                      ";\nthen GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_holds, dlock_fences, dlock_waiters, "
-                      "dlock_ping TO <this user>;");
+    return sql::tables_missing("postgres", url, dialect);
   return made.status();
 }
 
@@ -236,7 +144,13 @@ Result<std::unique_ptr<Backend>> open_postgres_backend(const Url& url, const Cli
   return sql::make_table_backend(dialect, mailbox, config->table, [&](Events& events) -> Result<sql::Parts> {
     auto listener = Listener::start(config->connect, std::move(*first), mailbox, events, options.op_timeout);
     if (!listener) return listener.status();
-    return sql::Parts{std::make_unique<PgPool>(config->connect, dialect, config->pool, options.op_timeout, events),
+    auto open = [connect = config->connect](steady::time_point deadline)
+        -> Result<std::unique_ptr<sql::PooledConnection>> {
+      auto conn = PgConnection::open(connect, dialect.get(), deadline);
+      if (!conn) return conn.status();
+      return std::unique_ptr<sql::PooledConnection>(std::move(*conn));
+    };
+    return sql::Parts{std::make_unique<sql::SlotPool>("postgres", open, config->pool, options.op_timeout, events),
                       std::move(*listener)};
   });
 }
