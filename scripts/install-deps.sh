@@ -12,6 +12,8 @@
 # the inventory-service example behind nginx under ab's load (a test runs it).
 # clang and libclang-rt-14-dev: the libFuzzer targets (tests/fuzz, the "fuzz" preset).
 # python3-tooz: the file:// benchmark's peer (bench/peers/tooz_peer.py).
+# libmariadb-dev (MariaDB Connector/C) and mariadb-server: the mysql:// backend and
+# the server its tests start (scripts/mariadb-server.sh).
 set -euo pipefail
 
 packages=(
@@ -26,6 +28,7 @@ packages=(
   doxygen python3-matplotlib
   libcpp-httplib-dev nginx-light apache2-utils
   clang libclang-rt-14-dev
+  libmariadb-dev mariadb-server
 )
 
 missing=()
