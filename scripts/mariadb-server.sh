@@ -28,15 +28,8 @@ server="$(command -v mariadbd || echo /usr/sbin/mariadbd)"
 as_root=()
 if [[ "$(id -u)" == 0 ]]; then as_root=(--user=root); fi
 
-free_port() {
-  python3 - <<'PY'
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-PY
-}
+# The kernel's pick of a free port (another process may take it first: start retries).
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 data_dir() { cat "$dir/datadir"; }
 
