@@ -1,7 +1,7 @@
-// MySQL/MariaDB under faults: a stopped (SIGSTOP) server, a killed one, and
-// one restarted while a lock is held. Each test starts its own MariaDB
-// server (scripts/mariadb-server.sh) in a temp dir, because it stops or
-// kills it.
+// MySQL/MariaDB under faults: a stopped (SIGSTOP) server, a killed one, one
+// restarted, and users with too few rights. Each test starts its own
+// MariaDB server (scripts/mariadb-server.sh) in a temp dir, because it
+// stops, kills or administers it.
 #include "child_process.h"
 #include "thrown.h"
 
@@ -34,6 +34,24 @@ class MysqlFault : public ::testing::Test {
   }
 
   ClientOptions options() const { return {.op_timeout = 1000ms}; }
+
+  // Runs SQL as the server's root user (over its socket); the exit code.
+  int admin(const std::string& sql) {
+    std::ifstream in(dir_.path() + "/datadir");
+    std::string data;
+    in >> data;
+    const std::string sql_file = dir_.path() + "/admin.sql";
+    std::ofstream(sql_file) << sql;
+    const std::string line =
+        "mariadb --no-defaults -uroot --socket=" + data + "/sock < " + sql_file + " >/dev/null";
+    return std::system(line.c_str());
+  }
+
+  // The URL with another user and database.
+  std::string url_as(const std::string& user_and_password, const std::string& database) const {
+    const auto at = url_.find('@'), slash = url_.rfind('/');
+    return "mysql://" + user_and_password + url_.substr(at, slash - at) + "/" + database;
+  }
 
   TempDir dir_;
   std::string url_;
@@ -88,6 +106,34 @@ TEST_F(MysqlFault, TokensKeepIncreasingAcrossARestart) {
   auto m = client->mutex("fenced");
   ASSERT_TRUE(m.try_lock_for(scaled(5s)));
   EXPECT_GT(m.token(), before);
+  m.unlock();
+}
+
+// A user with rights on dlock's tables only works; without the tables and
+// without the right to create them, it is told what to run.
+TEST_F(MysqlFault, LeastPrivilegedUserIsToldTheDdlThenWorks) {
+  ASSERT_EQ(admin("CREATE DATABASE dlock_lp; USE dlock_lp; CREATE USER 'lp'@'127.0.0.1' IDENTIFIED BY 'lp'; "
+                  "GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_lp.* TO 'lp'@'127.0.0.1';"),
+            0);
+  const std::string url = url_as("lp:lp", "dlock_lp");
+  std::string ddl;
+  try {
+    (void)connect(url, options());
+    FAIL() << "connected without dlock's tables";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), errc::unavailable) << e.what();
+    const std::string what = e.what();
+    EXPECT_EQ(what.find(":lp@"), std::string::npos) << "the password leaked: " << what;
+    const auto from = what.find("CREATE TABLE"), to = what.find(";\nthen GRANT");
+    ASSERT_NE(from, std::string::npos) << what;
+    ASSERT_NE(to, std::string::npos) << what;
+    ddl = what.substr(from, to - from);
+  }
+  ASSERT_EQ(admin("USE dlock_lp; " + ddl + ";"), 0) << "the DDL in the message does not run:\n" << ddl;
+  auto client = connect(url, options());
+  auto m = client->mutex("orders");
+  ASSERT_TRUE(m.try_lock());
+  EXPECT_GT(m.token(), 0u);
   m.unlock();
 }
 
