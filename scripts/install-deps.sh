@@ -12,6 +12,7 @@
 # the inventory-service example behind nginx under ab's load (a test runs it).
 # clang and libclang-rt-14-dev: the libFuzzer targets (tests/fuzz, the "fuzz" preset).
 # python3-tooz: the file:// benchmark's peer (bench/peers/tooz_peer.py).
+# libpq-dev, postgresql: the postgres:// backend and the throw-away server its tests start.
 # libmariadb-dev (MariaDB Connector/C) and mariadb-server: the mysql:// backend and
 # the server its tests start (scripts/mariadb-server.sh).
 set -euo pipefail
@@ -20,6 +21,7 @@ packages=(
   build-essential cmake pkg-config git dpkg-dev binutils
   libgtest-dev libgmock-dev
   libsqlite3-dev sqlite3
+  libpq-dev postgresql
   libcli11-dev nlohmann-json3-dev
   libhiredis-dev redis-server redis-tools
   python3 python3-redis python3-tooz

@@ -28,8 +28,7 @@ server="$(command -v mariadbd || echo /usr/sbin/mariadbd)"
 as_root=()
 if [[ "$(id -u)" == 0 ]]; then as_root=(--user=root); fi
 
-# The kernel's pick of a free port (another process may take it first: start retries).
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source "$(dirname "$0")/ports.sh"
 
 data_dir() { cat "$dir/datadir"; }
 

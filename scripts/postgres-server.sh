@@ -12,6 +12,8 @@
 #   scripts/postgres-server.sh kill DIR     SIGKILLs the postmaster (its sessions end with it)
 #   scripts/postgres-server.sh pause DIR    SIGSTOPs the server's processes; resume DIR: SIGCONT
 #
+# fsync=off (tests only: an OS crash is not simulated) but synchronous_commit stays on: a
+# server crash (restart, kill) must not forget committed fencing tokens.
 # PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user (its data
 # dir is then theirs). Never assumes a port is free; stops only the server it started.
 set -euo pipefail
@@ -27,15 +29,7 @@ as_server() {
   if [[ "$(id -u)" == 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
-free_port() {
-  python3 - <<'PY'
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-PY
-}
+source "$(dirname "$0")/ports.sh"
 
 data_dir() { cat "$dir/pgdata"; }
 
@@ -44,7 +38,7 @@ start_server() {
   local port="$1" data
   data="$(data_dir)"
   as_server "$bin/pg_ctl" -D "$data/data" -l "$data/log" -w -t 30 \
-    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400" \
+    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400" \
     start >/dev/null 2>&1 || return 1
   head -1 "$data/data/postmaster.pid" > "$dir/pid"
   echo "$port" > "$dir/port"

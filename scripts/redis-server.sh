@@ -17,15 +17,7 @@ cmd="${1:-}"
 dir="${2:-}"
 [[ -n "$cmd" && -n "$dir" ]] || { echo "usage: $0 start|stop DIR" >&2; exit 64; }
 
-free_port() {
-  python3 - <<'PY'
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-PY
-}
+source "$(dirname "$0")/ports.sh"
 
 stop_server() {
   if [[ -f "$dir/redis.pid" ]]; then

@@ -51,19 +51,7 @@ for n in "$tick" "$min_session" "$max_session" "$start_timeout"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "zookeeper-server.sh: ZK_TICK_MS, ZK_*_SESSION_MS, ZK_START_TIMEOUT must be whole numbers" >&2; exit 64; }
 done
 
-# free_ports N: N distinct ports that were free a moment ago, one per line.
-free_ports() {
-  python3 - "$1" <<'PY'
-import socket, sys
-held = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    held.append(s)  # keep it bound so the next pick differs
-for s in held:
-    print(s.getsockname()[1])
-PY
-}
+source "$(dirname "$0")/ports.sh"
 
 classpath() {
   local cp="${ZK_JAR:-/usr/share/java/zookeeper.jar}"

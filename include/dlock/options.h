@@ -66,8 +66,8 @@ struct MutexOptions {
   // false: locking it again from the holding thread throws would_deadlock.
   bool reentrant = true;
   // true: waiters get the lock in the order they started waiting (FIFO), on
-  // backends that keep a queue (redis); a newcomer never barges past them,
-  // and each release hands the lock to the next waiter directly.
+  // backends that keep a queue (redis, file, sqlite, postgres; zk always);
+  // a newcomer never barges past them.
   // false: any waiter may win a release (faster under contention).
   // Backends without a queue refuse true with errc::unsupported.
   bool fair = false;
@@ -77,8 +77,8 @@ struct MutexOptions {
   // release. So no waiter waits much longer than this plus the holds
   // queued before it (Go's sync.Mutex starvation mode, across processes).
   // 0: always in order, as `fair`. Must be 0..1h. Backends that keep a
-  // queue honour it (redis; zk is always in order); the others serve
-  // waiters as their store does (docs/backends.md says how).
+  // queue honour it (redis, file, sqlite, postgres; zk is always in
+  // order); how each hands over: docs/backends.md.
   std::chrono::milliseconds max_barging_wait{1};
 };
 

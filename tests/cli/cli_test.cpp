@@ -349,11 +349,6 @@ TEST_F(Cli, DemoJsonNeverOversellsWithALock) {
 }
 
 // sqlite:// has neither elections nor semaphores.
-TEST_F(Cli, ElectIsRefusedWhereThereAreNoElections) {
-  const std::string sqlite = "sqlite://" + dir_.path() + "/locks.db";
-  EXPECT_EQ(dlock({"run", "--backend", sqlite, "--elect", "leader", "--", "/bin/true"}).first, 64);
-}
-
 // The stores that have elections and semaphores, for `dlock run --elect`
 // and `--permits`: the embedded default (no server at all), and redis://
 // and zk:// where they are built.
@@ -363,6 +358,8 @@ class CliCoordination : public Cli, public ::testing::WithParamInterface<std::st
   // so a killed run's place is free within the tests' bounds.
   std::string backend() const {
     if (GetParam() == "file") return url();
+    if (GetParam() == "sqlite") return "sqlite://" + dir_.path() + "/locks.db";
+    if (GetParam() == "postgres") return server_url("postgres") + "?schema=" + sql_identifier(dir_.path());
     if (GetParam() == "redis") return server_url("redis") + "/0?prefix=" + unique_prefix(dir_.path());
     return server_url("zookeeper") + "/" + unique_name(dir_.path()) + "?session_timeout=2s";
   }
@@ -373,6 +370,12 @@ class CliCoordination : public Cli, public ::testing::WithParamInterface<std::st
 
 std::vector<std::string> coordination_stores() {
   std::vector<std::string> out{"file"};
+#ifdef DLOCK_WITH_SQLITE
+  out.push_back("sqlite");
+#endif
+#ifdef DLOCK_WITH_POSTGRES
+  out.push_back("postgres");
+#endif
 #ifdef DLOCK_WITH_REDIS
   out.push_back("redis");
 #endif

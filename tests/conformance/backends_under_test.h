@@ -69,6 +69,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().shared = true;
   all.back().bounded_wait = true;
   all.back().downgrade = true;
+  all.back().election = true;
   all.back().semaphore = true;
 #endif
 #ifdef DLOCK_WITH_REDIS
@@ -105,6 +106,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().shared = true;
   all.back().bounded_wait = true;
   all.back().downgrade = true;
+  all.back().election = true;
   all.back().semaphore = true;
 #endif
 #ifdef DLOCK_WITH_MYSQL
@@ -117,6 +119,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                  false, false, false});
   all.back().shared = true;
   all.back().downgrade = true;
+  all.back().election = true;
   all.back().semaphore = true;
 #endif
   return all;

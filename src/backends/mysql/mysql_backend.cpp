@@ -50,9 +50,10 @@ constexpr sql::Override overrides[] = {
      "VALUES (?1, ?2, ?3, ?4, ?5, {now} + ?6, ?7, ?8) ON DUPLICATE KEY UPDATE "
      "token = VALUES(token), expires_at = VALUES(expires_at), data = VALUES(data), holder = VALUES(holder)"},
     {sql::Stmt::enqueue,
-     "INSERT INTO dlock_waiters (name, kind, owner, mode, since, expires_at, wake) "
-     "VALUES (?1, ?2, ?3, ?4, {now}, {now} + ?5, ?6) ON DUPLICATE KEY UPDATE "
-     "mode = VALUES(mode), expires_at = VALUES(expires_at), wake = VALUES(wake)"},
+     "INSERT INTO dlock_waiters (name, kind, owner, mode, since, expires_at, wake, lease, data, holder) "
+     "VALUES (?1, ?2, ?3, ?4, {now}, {now} + ?5, ?6, ?7, ?8, ?9) ON DUPLICATE KEY UPDATE "
+     "mode = VALUES(mode), expires_at = VALUES(expires_at), wake = VALUES(wake), lease = VALUES(lease), "
+     "data = VALUES(data), holder = VALUES(holder)"},
     {sql::Stmt::ping, "INSERT INTO dlock_ping (id, at) VALUES (1, {now}) ON DUPLICATE KEY UPDATE at = VALUES(at)"},
 };
 

@@ -21,7 +21,8 @@ namespace {
 //                this row orders everything done to one lock.
 // dlock_waiters  the queue: one row per waiting thread, in `since` order,
 //                kept alive by the waiter's attempts (expires_at), with
-//                where to wake it (`wake`: its client's address).
+//                where to wake it (`wake`: its client's address) and what
+//                a hold handed to it carries (lease, data, holder).
 constexpr std::string_view schema_template = R"sql(
 CREATE TABLE IF NOT EXISTS dlock_holds (
   name       {key} NOT NULL,
@@ -49,6 +50,9 @@ CREATE TABLE IF NOT EXISTS dlock_waiters (
   since      BIGINT NOT NULL,
   expires_at BIGINT NOT NULL,
   wake       {text} NOT NULL,
+  lease      BIGINT NOT NULL,
+  data       {text} NOT NULL,
+  holder     {text} NOT NULL,
   PRIMARY KEY (name, kind, owner)
 ){suffix};
 CREATE TABLE IF NOT EXISTS dlock_ping (
@@ -92,11 +96,13 @@ constexpr Text texts[] = {
      "INSERT INTO dlock_holds (name, kind, owner, mode, token, expires_at, data, holder) "
      "VALUES (?1, ?2, ?3, ?4, ?5, {now} + ?6, ?7, ?8) ON CONFLICT (name, kind, owner, mode) DO UPDATE SET "
      "token = excluded.token, expires_at = excluded.expires_at, data = excluded.data, holder = excluded.holder"},
-    // ?3 owner, ?4 mode, ?5 ms to live, ?6 wake address. Keeps `since`.
+    // ?3 owner, ?4 mode, ?5 ms to live, ?6 wake address, ?7 lease ms,
+    // ?8 data, ?9 holder. Keeps `since`.
     {Stmt::enqueue, "queueing",
-     "INSERT INTO dlock_waiters (name, kind, owner, mode, since, expires_at, wake) "
-     "VALUES (?1, ?2, ?3, ?4, {now}, {now} + ?5, ?6) ON CONFLICT (name, kind, owner) DO UPDATE SET "
-     "mode = excluded.mode, expires_at = excluded.expires_at, wake = excluded.wake"},
+     "INSERT INTO dlock_waiters (name, kind, owner, mode, since, expires_at, wake, lease, data, holder) "
+     "VALUES (?1, ?2, ?3, ?4, {now}, {now} + ?5, ?6, ?7, ?8, ?9) ON CONFLICT (name, kind, owner) DO UPDATE SET "
+     "mode = excluded.mode, expires_at = excluded.expires_at, wake = excluded.wake, lease = excluded.lease, "
+     "data = excluded.data, holder = excluded.holder"},
     // ?3 owner
     {Stmt::dequeue, "leaving the queue", "DELETE FROM dlock_waiters WHERE name = ?1 AND kind = ?2 AND owner = ?3"},
     // ?3 owner, ?4 mode, ?5 token -> ms left (a row only if it was ours)
@@ -106,6 +112,28 @@ constexpr Text texts[] = {
     {Stmt::heads, "finding whom to wake",
      "SELECT owner, mode, wake FROM dlock_waiters WHERE name = ?1 AND kind = ?2 AND expires_at > {now} "
      "ORDER BY since, owner LIMIT ?3"},
+    // Hands a free lock to the first live waiter: its hold, with the next
+    // token (bump_handed then moves the fence row to it).
+    {Stmt::hand_over, "handing over to the next in line",
+     "INSERT INTO dlock_holds (name, kind, owner, mode, token, expires_at, data, holder) "
+     "SELECT w.name, w.kind, w.owner, w.mode, f.last_token + 1, {now} + w.lease, w.data, w.holder "
+     "FROM dlock_waiters w JOIN dlock_fences f ON f.name = w.name AND f.kind = w.kind "
+     "WHERE w.name = ?1 AND w.kind = ?2 AND w.expires_at > {now} AND NOT EXISTS "
+     "(SELECT 1 FROM dlock_holds h WHERE h.name = ?1 AND h.kind = ?2 AND h.expires_at > {now}) "
+     "ORDER BY w.since, w.owner LIMIT 1"},
+    {Stmt::bump_handed, "issuing the handed-over token",
+     "UPDATE dlock_fences SET last_token = last_token + 1 WHERE name = ?1 AND kind = ?2 AND EXISTS "
+     "(SELECT 1 FROM dlock_holds h WHERE h.name = ?1 AND h.kind = ?2 AND h.token = dlock_fences.last_token + 1)"},
+    {Stmt::dequeue_holders, "taking the new holder out of the queue",
+     "DELETE FROM dlock_waiters WHERE name = ?1 AND kind = ?2 AND owner IN "
+     "(SELECT owner FROM dlock_holds WHERE name = ?1 AND kind = ?2 AND expires_at > {now})"},
+    // ?3 owner, ?4 mode -> token, ms left of the caller's live hold
+    {Stmt::own_hold, "reading our hold",
+     "SELECT token, expires_at - {now} FROM dlock_holds WHERE name = ?1 AND kind = ?2 AND owner = ?3 "
+     "AND mode = ?4 AND expires_at > {now}"},
+    // ?3 owner: a hold handed to a waiter that left without taking it
+    {Stmt::drop_own, "dropping a hold not taken",
+     "DELETE FROM dlock_holds WHERE name = ?1 AND kind = ?2 AND owner = ?3"},
     // ?1 lease ms, ?2 name, ?3 kind, ?4 owner, ?5 mode, ?6 token
     {Stmt::extend, "extending a lease",
      "UPDATE dlock_holds SET expires_at = {now} + ?1 WHERE name = ?2 AND kind = ?3 AND owner = ?4 AND mode = ?5 "

@@ -20,7 +20,8 @@
 // any); from then on the lock goes in queue order until no one starves.
 // Readers are held back only by writers queued before them; a semaphore's
 // caller only while the starving waiters before it use up the free permits.
-// An election's candidates always go in order, as on zk://.
+// An election's candidates always go in order, as on zk://, and a leader's
+// release hands the leadership to the next in line in its own transaction.
 //
 // Without wake-ups (MySQL has no NOTIFY) a waiter polls, and each attempt
 // refreshes its queue entry, so the order above still holds; the pause
@@ -44,6 +45,8 @@
 #include <array>
 #include <climits>
 #include <optional>
+#include <span>
+#include <utility>
 
 namespace dlock::detail::sql {
 namespace {
@@ -109,6 +112,12 @@ Decision decide(const LockRequest& request, const std::vector<Row>& holders, con
     d.retry_in = std::min(d.retry_in, milliseconds(h.left));
   };
   for (const Row& h : holders) {
+    // Ours already: handed over by a release while we were not looking
+    // (an election's), or a hold core gave up on. Take it (again).
+    if (request.kind != LockKind::permit && h.owner == request.owner && h.mode == place.mode) {
+      d.grant = true;
+      return d;
+    }
     if (request.kind == LockKind::permit) {
       note(h);
     } else if (h.owner != request.owner && (!reader || h.mode == "w")) {
@@ -143,24 +152,30 @@ Status unexpected(std::string_view step) {
 class TableBackend;
 
 // A thread waiting for one lock: its slot in the client's mailbox. Leaving
-// takes its queue entry out if an attempt put one there.
+// takes its queue entry out if an attempt put one there, and drops a hold
+// handed to it that it did not take.
 class TableWaiter final : public Waiter {
  public:
-  TableWaiter(TableBackend& backend, WakeTarget target, std::shared_ptr<Mailbox::Slot> slot)
-      : backend_(backend), target_(std::move(target)), slot_(std::move(slot)) {}
+  TableWaiter(TableBackend& backend, WakeTarget target, std::string_view mode, std::shared_ptr<Mailbox::Slot> slot)
+      : backend_(backend), target_(std::move(target)), mode_(mode), slot_(std::move(slot)) {}
   ~TableWaiter() override;
 
   Status wait_until(steady::time_point until) override {
     std::unique_lock lk(slot_->mu);
     slot_->cv.wait_until(lk, until, [&] { return slot_->woken; });
-    slot_->woken = false;
+    woken_ = std::exchange(slot_->woken, false);
     return {};
   }
+
+  std::optional<Grant> take_grant() override;
 
  private:
   TableBackend& backend_;
   WakeTarget target_;
+  std::string_view mode_;
   std::shared_ptr<Mailbox::Slot> slot_;
+  bool woken_ = false;  // the last wait ended with a wake-up
+  bool taken_ = false;  // take_grant() returned a hold handed to us
 };
 
 class TableBackend final : public Backend, public LockDriver {
@@ -181,10 +196,7 @@ class TableBackend final : public Backend, public LockDriver {
   bool supports_fair() const override { return true; }
   bool supports_shared() const override { return true; }
   bool supports_downgrade() const override { return true; }
-  // Not yet: a resigning leader must hand over to the next in line in the
-  // same transaction (as on zk:// and redis://), or observers see a moment
-  // without a leader.
-  bool supports_election() const override { return false; }
+  bool supports_election() const override { return true; }
   bool supports_permits() const override { return true; }
   LockDriver& locks() override { return *this; }
 
@@ -232,14 +244,12 @@ class TableBackend final : public Backend, public LockDriver {
       std::vector<Call> busy;
       if (slot)
         busy.push_back({Stmt::enqueue, {request.name, place.kind, request.owner, place.mode,
-                                         ms(config_.waiter_ttl), wake}});
+                                         ms(config_.waiter_ttl), wake, ms(request.lease), request.data,
+                                         config_.holder_info}});
       busy.push_back({Stmt::commit});
       auto done = run(**conn, busy);
       if (!done) return done.status();
-      if (slot) {
-        std::lock_guard lk(slot->mu);
-        slot->queued = true;
-      }
+      if (slot) slot->set_queued(true);
       Busy b;
       if (d.retry_in != milliseconds::max()) b.holder_expires = steady::now() + d.retry_in;
       if (slot && !wakeups_) b.holder_expires = std::min(b.holder_expires, steady::now() + poll_pause(request, queue));
@@ -258,10 +268,7 @@ class TableBackend final : public Backend, public LockDriver {
         {Stmt::commit}};
     auto done = run(**conn, take);
     if (!done) return done.status();
-    if (slot) {
-      std::lock_guard lk(slot->mu);
-      slot->queued = false;
-    }
+    if (slot) slot->set_queued(false);
     Grant grant;
     grant.token = static_cast<std::uint64_t>(token);
     grant.valid_until = sent + request.lease;
@@ -271,15 +278,15 @@ class TableBackend final : public Backend, public LockDriver {
   std::unique_ptr<Waiter> watch(const LockRequest& request) override {
     WakeTarget target{request.owner, std::string(place_of(request.kind).kind), request.name};
     auto slot = mailbox_->enter(target);
-    return std::make_unique<TableWaiter>(*this, std::move(target), std::move(slot));
+    return std::make_unique<TableWaiter>(*this, std::move(target), place_of(request.kind).mode, std::move(slot));
   }
 
   Status release(const LockRequest& request, Grant& grant) override {
     const std::string step = "releasing " + std::string(kind_name(request.kind)) + " '" + request.name + "'";
     const Place place = place_of(request.kind);
-    auto freed = free_and_wake(step, request.name, place,
-                               Call{Stmt::release, {request.name, place.kind, request.owner, place.mode,
-                                                    static_cast<std::int64_t>(grant.token)}});
+    const Call change[] = {{Stmt::release, {request.name, place.kind, request.owner, place.mode,
+                                            static_cast<std::int64_t>(grant.token)}}};
+    auto freed = free_and_wake(step, request.name, place, change);
     if (!freed) return freed.status();
     if (freed->empty())
       return Status(errc::lock_lost, "unlock '" + request.name +
@@ -325,7 +332,8 @@ class TableBackend final : public Backend, public LockDriver {
   Status force_release(std::string_view name) override {
     const std::string step = "force-releasing '" + std::string(name) + "'";
     const Place place = place_of(LockKind::mutex);
-    auto freed = free_and_wake(step, name, place, Call{Stmt::force_release, {name, place.kind}});
+    const Call change[] = {{Stmt::force_release, {name, place.kind}}};
+    auto freed = free_and_wake(step, name, place, change);
     return freed ? Status{} : freed.status();
   }
 
@@ -362,19 +370,33 @@ class TableBackend final : public Backend, public LockDriver {
     return h;  // no change notification: the caller polls
   }
 
-  // A waiter leaves: its queue entry goes, if an attempt put one there.
-  // Were it woken as the head of a now free lock, the next head is woken.
-  void leave(const WakeTarget& target, Mailbox::Slot& slot) {
+  // A waiter leaves: its queue entry goes, if an attempt put one there,
+  // and so does a hold handed to it that it did not take (`handed`). The
+  // next head is woken if the lock is free.
+  void leave(const WakeTarget& target, Mailbox::Slot& slot, bool handed) {
     mailbox_->leave(target);
-    bool queued;
-    {
-      std::lock_guard lk(slot.mu);
-      queued = slot.queued;
-    }
-    if (!queued) return;
+    if (!slot.is_queued() && !handed) return;
     const Place place{target.kind, "x"};
+    const Call changes[] = {{Stmt::drop_own, {target.name, target.kind, target.owner}},
+                            {Stmt::dequeue, {target.name, target.kind, target.owner}}};
     (void)free_and_wake("leaving the queue of '" + target.name + "'", target.name, place,
-                        Call{Stmt::dequeue, {target.name, target.kind, target.owner}});
+                        std::span(changes).subspan(handed ? 0 : 1));
+  }
+
+  // The caller's live hold of `target`, if a release handed it over.
+  Result<std::optional<Grant>> handed_hold(const WakeTarget& target, std::string_view mode) {
+    const auto sent = steady::now();
+    auto conn = pool_->take("taking the leadership of '" + target.name + "' handed over");
+    if (!conn) return conn.status();
+    const Call calls[] = {{Stmt::own_hold, {target.name, target.kind, target.owner, mode}}};
+    auto out = run(**conn, calls);
+    if (!out) return out.status();
+    const Rows& rows = (*out)[0];
+    if (rows.empty()) return std::optional<Grant>();
+    Grant grant;
+    grant.token = static_cast<std::uint64_t>(rows.integer(0, 0));
+    grant.valid_until = sent + milliseconds(rows.integer(0, 1));
+    return std::optional<Grant>(std::move(grant));
   }
 
  private:
@@ -400,23 +422,32 @@ class TableBackend final : public Backend, public LockDriver {
     return why;
   }
 
-  // Runs `change` (a release, a force-release, a waiter leaving) under the
-  // lock's fence row and wakes the waiters at the head of its queue.
-  // Returns what `change` returned.
-  Result<Rows> free_and_wake(std::string_view step, std::string_view name, const Place& place, Call change) {
+  // Runs `changes` (a release, a force-release, a waiter leaving) under
+  // the lock's fence row and wakes the waiters at the head of its queue.
+  // An election's free lock is handed to the first of them in the same
+  // transaction: the next in line leads without a moment of no leader.
+  // Returns what the first change returned.
+  Result<Rows> free_and_wake(std::string_view step, std::string_view name, const Place& place,
+                             std::span<const Call> changes) {
     auto conn = pool_->take(step);
     if (!conn) return conn.status();
+    const bool hand_over = place.kind == "leader";
     // A read-write lock's head may be several readers; otherwise one.
     const std::int64_t heads = place.kind == "rw" ? 8 : 1;
-    const Call calls[] = {{Stmt::begin},
-                          {Stmt::lock_fence, {name, place.kind, std::int64_t{0}}},
-                          std::move(change),
-                          {Stmt::heads, {name, place.kind, heads}},
-                          {Stmt::commit}};
+    std::vector<Call> calls = {{Stmt::begin}, {Stmt::lock_fence, {name, place.kind, std::int64_t{0}}}};
+    calls.insert(calls.end(), changes.begin(), changes.end());
+    if (hand_over)
+      calls.insert(calls.end(), {{Stmt::drop_expired, {name, place.kind}},
+                                 {Stmt::hand_over, {name, place.kind}},
+                                 {Stmt::bump_handed, {name, place.kind}}});
+    const std::size_t heads_at = calls.size();
+    calls.push_back({Stmt::heads, {name, place.kind, heads}});
+    if (hand_over) calls.push_back({Stmt::dequeue_holders, {name, place.kind}});
+    calls.push_back({Stmt::commit});
     auto out = run(**conn, calls);
     if (!out) return out.status();
     conn->reset();  // give the connection back before waking anyone
-    const Rows& woken = (*out)[3];
+    const Rows& woken = (*out)[heads_at];
     if (wakeups_ && !dialect_->database_wakes_heads()) {
       for (std::size_t i = 0; i < woken.size(); ++i) {
         if (place.kind == "rw" && i > 0 && (woken.text(i, 1) == "w" || woken.text(0, 1) == "w")) break;
@@ -463,7 +494,16 @@ class TableBackend final : public Backend, public LockDriver {
   const TableConfig config_;
 };
 
-TableWaiter::~TableWaiter() { backend_.leave(target_, *slot_); }
+std::optional<Grant> TableWaiter::take_grant() {
+  // Only an election's lock is handed over, and only with a wake-up.
+  if (target_.kind != "leader" || !woken_) return std::nullopt;
+  auto held = backend_.handed_hold(target_, mode_);
+  if (!held || !*held) return std::nullopt;  // core's next attempt finds out
+  taken_ = true;
+  return std::move(**held);
+}
+
+TableWaiter::~TableWaiter() { backend_.leave(target_, *slot_, target_.kind == "leader" && !taken_); }
 
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -40,6 +41,15 @@ class Mailbox {
     std::condition_variable cv;
     bool woken = false;   // guarded by mu
     bool queued = false;  // guarded by mu: an attempt put its entry in the queue
+
+    void set_queued(bool now) {
+      std::lock_guard lk(mu);
+      queued = now;
+    }
+    bool is_queued() {
+      std::lock_guard lk(mu);
+      return queued;
+    }
   };
 
   std::shared_ptr<Slot> enter(const WakeTarget& target);

@@ -1,0 +1,154 @@
+// PostgreSQL under faults: a server restarted (a crash to its clients),
+// stopped (SIGSTOP) and killed while locks are held, and the rights a
+// database user needs. Each test starts its own server
+// (scripts/postgres-server.sh) in a temp dir, because it breaks it.
+#include "child_process.h"
+#include "thrown.h"
+
+#include <dlock/dlock.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+// Runs `command`; its output (stdout and stderr) and whether it succeeded.
+std::pair<bool, std::string> shell(const std::string& command) {
+  std::string out;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (!p) return {false, ""};
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  return {::pclose(p) == 0, out};
+}
+
+class PostgresFault : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(server("start")) << "could not start PostgreSQL"; }
+  void TearDown() override { (void)server("stop"); }
+
+  bool server(const std::string& command) {
+    auto [ok, out] = shell(std::string(DLOCK_POSTGRES_SCRIPT) + " " + command + " " + dir_.path() + "/pg");
+    if (!ok) ADD_FAILURE() << command << ": " << out;
+    return ok;
+  }
+  std::string read(const std::string& file) const {
+    std::ifstream in(dir_.path() + "/pg/" + file);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  }
+  std::string url(const std::string& query = "") const { return read("url") + query; }
+  // SQL as the superuser.
+  void admin(const std::string& sql) {
+    auto [ok, out] = shell("psql -q -v ON_ERROR_STOP=1 '" + read("admin_url") + "' -c \"" + sql + "\"");
+    ASSERT_TRUE(ok) << sql << ": " << out;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(PostgresFault, TokensKeepIncreasingAcrossARestart) {
+  std::uint64_t before = 0;
+  {
+    auto client = connect(url());
+    auto m = client->mutex("orders");
+    for (int i = 0; i < 3; ++i) {
+      std::lock_guard hold(m);
+      before = m.token();
+    }
+  }
+  ASSERT_TRUE(server("restart"));
+  auto client = connect(url());
+  auto m = client->mutex("orders");
+  std::lock_guard hold(m);
+  EXPECT_GT(m.token(), before) << "a token was issued again after the restart";
+}
+
+// The hold is a row: a server back within the lease has it, the holder's
+// renewals (on new connections) keep it, and no one else gets the lock.
+TEST_F(PostgresFault, HoldOutlivesAShortRestartThroughItsRow) {
+  auto holder_client = connect(url(), {.op_timeout = 1s});
+  auto holder = holder_client->mutex("jobs/nightly", {.lease = 6s});
+  holder.lock();
+  ASSERT_TRUE(server("restart"));
+  std::this_thread::sleep_for(scaled(7s));  // past the lease: renewals after the restart kept it
+  EXPECT_FALSE(holder.lost()) << "the holder lost a lock the restarted server still had for it";
+  auto other = connect(url())->mutex("jobs/nightly");
+  EXPECT_FALSE(other.try_lock()) << "another client took a lock whose holder kept renewing it";
+  EXPECT_TRUE(holder.unlock_checked());
+  EXPECT_TRUE(other.try_lock());
+  other.unlock();
+}
+
+TEST_F(PostgresFault, StoppedServerFailsCallsWithinTheTimeoutAndHoldersLearnTheyLost) {
+  auto client = connect(url(), {.op_timeout = 500ms});
+  auto held = client->mutex("held", {.lease = 1500ms});
+  held.lock();
+  auto other = client->mutex("other");
+  ASSERT_TRUE(server("pause"));
+  const auto start = steady::now();
+  EXPECT_EQ(thrown([&] { (void)other.try_lock(); }), errc::unavailable);
+  EXPECT_LT(steady::now() - start, scaled(2s)) << "a call to a stopped server outlived op_timeout";
+  EXPECT_TRUE(eventually([&] { return held.lost(); }, 3s)) << "the holder never learnt its lease ran out";
+  ASSERT_TRUE(server("resume"));
+  held.unlock();
+  // The client recovers: fresh connections replace the ones that timed out.
+  EXPECT_TRUE(eventually([&] {
+    try {
+      if (!other.try_lock()) return false;
+      other.unlock();
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }, 5s));
+}
+
+TEST_F(PostgresFault, KilledServerIsUnavailableNotAHang) {
+  auto client = connect(url(), {.op_timeout = 500ms});
+  auto m = client->mutex("m");
+  ASSERT_TRUE(server("kill"));
+  const auto start = steady::now();
+  EXPECT_EQ(thrown([&] { m.lock(); }), errc::unavailable);
+  EXPECT_EQ(thrown([&] { (void)connect(url(), {.op_timeout = 500ms}); }), errc::unavailable);
+  EXPECT_LT(steady::now() - start, scaled(3s));
+}
+
+TEST_F(PostgresFault, ALeastPrivilegeUserWorksAndOneWithoutRightsIsToldWhatToRun) {
+  // dlock's tables made once (by the database's owner) in schema locks.
+  (void)connect(url("?schema=locks"));
+  admin("CREATE ROLE app LOGIN; GRANT USAGE ON SCHEMA locks TO app; "
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON locks.dlock_holds, locks.dlock_fences, locks.dlock_waiters, "
+        "locks.dlock_ping TO app");
+  const std::string port = read("port");
+  const std::string app = "postgres://app@127.0.0.1:" + port + "/dlock";
+  {
+    auto client = connect(app + "?schema=locks");
+    auto m = client->mutex("stock:1");
+    std::lock_guard hold(m);
+    EXPECT_GT(m.token(), 0u);
+  }
+  // A schema the user may use but not create tables in: refused with the DDL.
+  admin("CREATE SCHEMA empty; GRANT USAGE ON SCHEMA empty TO app");
+  std::string message;
+  try {
+    (void)connect(app + "?schema=empty");
+    ADD_FAILURE() << "connected without dlock's tables";
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("may not create them"), std::string::npos) << message;
+  EXPECT_NE(message.find("CREATE TABLE IF NOT EXISTS dlock_holds"), std::string::npos) << message;
+  EXPECT_NE(message.find("GRANT SELECT, INSERT, UPDATE, DELETE"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace dlock::test
