@@ -503,7 +503,12 @@ std::optional<Grant> TableWaiter::take_grant() {
   return std::move(**held);
 }
 
-TableWaiter::~TableWaiter() { backend_.leave(target_, *slot_, target_.kind == "leader" && !taken_); }
+// A hold may have been handed to us only while we were queued: an attempt
+// that found it (or any grant by try_acquire) took us out of the queue, and
+// that hold is the caller's now, not one to drop.
+TableWaiter::~TableWaiter() {
+  backend_.leave(target_, *slot_, target_.kind == "leader" && !taken_ && slot_->is_queued());
+}
 
 }  // namespace
 
