@@ -12,26 +12,28 @@ python_with() {
   done
 }
 
-# with_server NAME SCRIPT: makes $work (a temp dir, removed on exit) and
-# $out (the results file in it); if $url is empty, starts a throw-away
-# server with scripts/SCRIPT in $work/server, stopped on exit, and sets $url.
+# with_server NAME SCRIPT [SERVER_DIR]: makes $work (a temp dir, removed on
+# exit) and $out (the results file in it); if $url is empty, starts a
+# throw-away server with scripts/SCRIPT in SERVER_DIR (default:
+# $work/server), stopped on exit (also on a failure or Ctrl-C), and sets $url.
 with_server() {
   work="$(mktemp -d -t "dlock-$1-bench-XXXXXX")"
   out="$work/results.jsonl"
   bench_server_script="$root/scripts/$2"
+  bench_server_dir="${3:-$work/server}"
   bench_server_started=""
   trap bench_cleanup EXIT
   trap 'exit 130' INT TERM
   if [[ -z "$url" ]]; then
     bench_server_started=1
-    "$bench_server_script" start "$work/server" >&2
-    url="$(cat "$work/server/url")"
+    "$bench_server_script" start "$bench_server_dir" >&2
+    url="$(cat "$bench_server_dir/url")"
   fi
   : >"$out"
 }
 
 # shellcheck disable=SC2317  # invoked by the trap
 bench_cleanup() {
-  if [[ -n "$bench_server_started" ]]; then "$bench_server_script" stop "$work/server" >&2 || true; fi
+  if [[ -n "$bench_server_started" ]]; then "$bench_server_script" stop "$bench_server_dir" >&2 || true; fi
   rm -rf "$work"
 }

@@ -16,14 +16,14 @@
 // or N units (default 1,000,000); an async run still waiting 15 s after its limit fails.
 //
 // Exit status: 0; 70 if the session or an operation failed; 64 on bad usage.
+#include "raw_limit.h"
+
 #include <zookeeper/zookeeper.h>
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -35,12 +35,10 @@
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using dlock_bench::clock_type;
+using dlock_bench::percentile_us;
 
-struct Config {
-  std::string connect;
-  double seconds = 3;
-  long max_ops = 1'000'000;
+struct Config : dlock_bench::RawArgs {  // target: the CONNECT string
   int in_flight = 64;
 };
 
@@ -81,13 +79,6 @@ void check(int rc, const char* what) {
   if (rc != ZOK) throw std::runtime_error(std::string(what) + ": " + zerror(rc));
 }
 
-double percentile_us(std::vector<double>& samples_s, double q) {
-  if (samples_s.empty()) return 0;
-  std::sort(samples_s.begin(), samples_s.end());
-  auto i = static_cast<std::size_t>(std::max(0.0, std::ceil(q * static_cast<double>(samples_s.size())) - 1));
-  return std::round(samples_s[std::min(i, samples_s.size() - 1)] * 1e7) / 10;
-}
-
 void report(const Config& cfg, const char* name, const char* unit, int requests, int in_flight, long ops,
             double seconds, std::vector<double>* latencies) {
   std::printf("{\"raw_limit\": \"%s\", \"tool\": \"dlock_bench_zk_raw (ZooKeeper C client %s)\", "
@@ -100,21 +91,15 @@ void report(const Config& cfg, const char* name, const char* unit, int requests,
     std::printf(", \"p50_us\": %.1f, \"p99_us\": %.1f", percentile_us(*latencies, 0.5),
                 percentile_us(*latencies, 0.99));
   }
-  std::printf(", \"server\": \"%s\"}\n", cfg.connect.c_str());
+  std::printf(", \"server\": \"%s\"}\n", cfg.target.c_str());
   std::fflush(stdout);
 }
 
 // create (+ getChildren) + delete in a loop on one session.
 void run_sync(const Config& cfg, zhandle_t* zh, const std::string& parent, bool list_children) {
   const std::string prefix = parent + "/n-";
-  std::vector<double> latencies;
   char created[512];
-  long ops = 0;
-  const auto start = clock_type::now();
-  const auto deadline = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(cfg.seconds));
-  while (ops < cfg.max_ops) {
-    const auto t0 = clock_type::now();
-    if (t0 >= deadline) break;
+  auto r = dlock_bench::timed_loop(cfg.seconds, cfg.max_ops, [&] {
     check(zoo_create(zh, prefix.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, created,
                      sizeof created),
           "create");
@@ -124,14 +109,11 @@ void run_sync(const Config& cfg, zhandle_t* zh, const std::string& parent, bool 
       deallocate_String_vector(&children);
     }
     check(zoo_delete(zh, created, -1), "delete");
-    latencies.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
-    ++ops;
-  }
-  const double elapsed = std::chrono::duration<double>(clock_type::now() - start).count();
+  });
   if (list_children) {
-    report(cfg, "sync-triples", "create+getChildren+delete", 3, 1, ops, elapsed, &latencies);
+    report(cfg, "sync-triples", "create+getChildren+delete", 3, 1, r.ops, r.seconds, &r.latencies);
   } else {
-    report(cfg, "sync-pairs", "create+delete", 2, 1, ops, elapsed, &latencies);
+    report(cfg, "sync-pairs", "create+delete", 2, 1, r.ops, r.seconds, &r.latencies);
   }
 }
 
@@ -217,33 +199,18 @@ int usage(const char* msg) {
 
 int main(int argc, char** argv) {
   Config cfg;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    try {
-      if (a == "--seconds" && has_value) {
-        cfg.seconds = std::stod(argv[++i]);
-      } else if (a == "--max-ops" && has_value) {
-        cfg.max_ops = std::stol(argv[++i]);
-      } else if (a == "--in-flight" && has_value) {
-        cfg.in_flight = std::stoi(argv[++i]);
-      } else if (!a.starts_with("--") && cfg.connect.empty()) {
-        cfg.connect = a;
-      } else {
-        return usage(("unexpected argument " + a).c_str());
-      }
-    } catch (const std::exception&) {
-      return usage(("not a number after " + a).c_str());
-    }
-  }
-  if (cfg.connect.starts_with("zk://")) cfg.connect = cfg.connect.substr(5);
-  cfg.connect = cfg.connect.substr(0, cfg.connect.find_first_of("/?"));
-  if (cfg.connect.empty()) return usage("no CONNECT string");
-  if (!(cfg.seconds > 0 && cfg.seconds <= 600) || cfg.max_ops < 1 || cfg.in_flight < 1 || cfg.in_flight > 4096) {
-    return usage("--seconds must be in (0, 600], --max-ops >= 1, --in-flight in [1, 4096]");
-  }
+  const std::string wrong = dlock_bench::parse_raw_args(argc, argv, cfg, [&](const std::string& name, const char* value) {
+    if (name != "--in-flight") return false;
+    cfg.in_flight = std::stoi(value);
+    return true;
+  });
+  if (!wrong.empty()) return usage(wrong.c_str());
+  if (cfg.target.starts_with("zk://")) cfg.target = cfg.target.substr(5);
+  cfg.target = cfg.target.substr(0, cfg.target.find_first_of("/?"));
+  if (cfg.target.empty()) return usage("no CONNECT string");
+  if (cfg.in_flight < 1 || cfg.in_flight > 4096) return usage("--in-flight must be in [1, 4096]");
   try {
-    Session session(cfg.connect);
+    Session session(cfg.target);
     const std::string parent = "/dlock-bench-raw-" + std::to_string(::getpid());
     int rc = zoo_create(session.get(), parent.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, nullptr, 0);
     if (rc != ZOK && rc != ZNODEEXISTS) check(rc, "create parent");

@@ -12,6 +12,7 @@
 # the inventory-service example behind nginx under ab's load (a test runs it).
 # clang and libclang-rt-14-dev: the libFuzzer targets (tests/fuzz, the "fuzz" preset).
 # python3-tooz: the file:// benchmark's peer (bench/peers/tooz_peer.py).
+# python3-psycopg2: tooz's postgresql driver, bench/postgres.sh's peer (the same tooz_peer.py).
 # libpq-dev, postgresql: the postgres:// backend and the throw-away server its tests start.
 # libmariadb-dev (MariaDB Connector/C) and mariadb-server: the mysql:// backend and
 # the server its tests start (scripts/mariadb-server.sh).
@@ -24,7 +25,7 @@ packages=(
   libpq-dev postgresql
   libcli11-dev nlohmann-json3-dev
   libhiredis-dev redis-server redis-tools
-  python3 python3-redis python3-tooz
+  python3 python3-redis python3-tooz python3-psycopg2
   zookeeper libzookeeper-mt-dev libslf4j-java
   default-jdk-headless libcurator-recipes-java python3-kazoo
   doxygen python3-matplotlib

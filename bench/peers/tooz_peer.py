@@ -1,12 +1,24 @@
 #!/usr/bin/env python3
-"""tooz's file driver as a peer for `dlock bench` on the file:// backend.
+"""tooz's file or postgresql driver as a peer for `dlock bench` on the
+file:// and postgres:// backends.
 
-Runs the contended workload with tooz's own lock on `file://DIR`
-(coordinator.get_lock(name): fasteners' InterProcessLock, a POSIX record
-lock taken non-blocking and retried after a sleep of 10 ms growing to
-100 ms, plus a per-process condition variable among the threads of one
-coordinator) and prints ONE JSON line with the field names of
-`dlock bench --json`, plus "peer": "tooz" and "variant": "file".
+Runs the contended workload with tooz's own lock and prints ONE JSON line
+with the field names of `dlock bench --json`, plus "peer": "tooz" and
+"variant": "file" or "postgresql".
+
+  file        (default) `file://DIR`, DIR a fresh temp dir: coordinator.get_lock(name)
+              is fasteners' InterProcessLock, a POSIX record lock taken
+              non-blocking and retried after a sleep of 10 ms growing to
+              100 ms, plus a per-process condition variable among the threads
+              of one coordinator. Acquired with a timeout (the time left).
+  postgresql  --url postgresql://USER:PASSWORD@HOST:PORT/DB (postgres:// is
+              taken too): PostgresLock, a session advisory lock on a key of
+              16 bits from the name, on a connection opened for each
+              acquisition and closed by its release. Acquired blocking
+              (`with lock:`, SELECT pg_advisory_lock: the server queues the
+              waiters); tooz's timed form retries pg_try_advisory_lock after
+              waits growing from 1 s, too slow to compare. The server ends a
+              wait after --seconds + 30 s (lock_timeout, through PGOPTIONS).
 
   contended  P processes (default 4) x T threads (default 2), one
              coordinator per process, on one lock; inside it a non-atomic
@@ -15,12 +27,12 @@ coordinator) and prints ONE JSON line with the field names of
              lost updates = ops - final counter; owner changes =
              acquisitions by another process than the last holder.
 
-tooz's file lock has no lease and no fencing token: a floor of what a
-Python coordination library's file lock costs, not a like-for-like rival.
+Neither lock has a lease or a fencing token: they are what a Python
+coordination library's lock costs, not like-for-like rivals.
 
 Exit status: 0; 1 if mutual exclusion failed (lost updates); 70 if a worker
 process failed or did not finish in time; 64 on bad usage. Every worker has
-an alarm at --seconds x 2 + 30 s. The lock directory is a fresh temp dir.
+an alarm at --seconds x 2 + 30 s.
 """
 import argparse
 import json
@@ -59,7 +71,7 @@ def process_main(cfg, index, shared, out):
         try:
             while slot["ops"] < cfg.max_ops:
                 t0 = time.monotonic()
-                if t0 >= deadline or not lock.acquire(blocking=deadline - t0):
+                if t0 >= deadline or not lock.acquire(blocking=True if cfg.server_waits else deadline - t0):
                     break
                 t1 = time.monotonic()
                 if shared["last_pid"].value != me:  # read, write: correct only if the lock excludes
@@ -114,9 +126,9 @@ def contended(cfg):
     lost = ops - shared["counter"].value
     return {
         "peer": "tooz",
-        "variant": "file",
+        "variant": cfg.variant,
         "workload": "contended",
-        "backend": cfg.url,
+        "backend": redacted(cfg.url),
         "processes": cfg.processes,
         "threads": cfg.threads,
         **loop_fields(elapsed, ops, acquire, release, lost, shared["owner_changes"].value, shares),
@@ -135,19 +147,44 @@ def main():
     ap.add_argument("--seconds", "-s", type=float, default=3.0)
     ap.add_argument("--max-ops", type=int, default=1_000_000, help="per thread (default 1000000)")
     ap.add_argument("--work-us", type=float, default=0.0, help="sleep inside the lock, in us (default 0)")
-    ap.add_argument("--dir", default=None, help="where the temp lock directory goes (default: the system's)")
+    ap.add_argument("--dir", default=None, help="file: where the temp lock directory goes (default: the system's)")
+    ap.add_argument("--url", default=None, help="postgresql://USER:PASSWORD@HOST:PORT/DB: tooz's postgresql driver "
+                                               "on that server (default: the file driver)")
     cfg = ap.parse_args()
     if not 0 < cfg.seconds <= 600 or cfg.max_ops < 1 or cfg.work_us < 0:
         ap.error("--seconds must be in (0, 600], --max-ops >= 1 and --work-us >= 0")
     if not (1 <= cfg.processes <= 64 and 1 <= cfg.threads <= 64):
         ap.error("--processes and --threads must be in [1, 64]")
+    if cfg.url is not None:
+        scheme, sep, rest = cfg.url.partition("://")
+        if not sep or scheme not in ("postgres", "postgresql"):
+            ap.error("--url must be postgresql://USER:PASSWORD@HOST:PORT/DB")
+        cfg.url, cfg.variant, cfg.server_waits = "postgresql://" + rest.split("?")[0], "postgresql", True
+        # Bounds every server-side wait (libpq reads PGOPTIONS; tooz passes no options of its own).
+        os.environ["PGOPTIONS"] = "-c lock_timeout=%d" % ((cfg.seconds + 2 * MARGIN_S) * 1000)
+        run(cfg)
+        return
+    cfg.variant, cfg.server_waits = "file", False
     with tempfile.TemporaryDirectory(prefix="dlock-tooz-peer-", dir=cfg.dir) as d:
         cfg.url = "file://" + d
-        try:
-            result, ok = contended(cfg)
-        except RuntimeError as e:
-            sys.stderr.write("tooz_peer.py: a worker process failed: %s\n" % e)
-            sys.exit(70)
+        run(cfg)
+
+
+def redacted(url):
+    """`url` with its password replaced by ***."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url
+    return scheme + sep + creds.split(":")[0] + ":***@" + host
+
+
+def run(cfg):
+    try:
+        result, ok = contended(cfg)
+    except RuntimeError as e:
+        sys.stderr.write("tooz_peer.py: a worker process failed: %s\n" % e)
+        sys.exit(70)
     print(json.dumps(result), flush=True)
     sys.exit(0 if ok else 1)
 

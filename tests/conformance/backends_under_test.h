@@ -71,6 +71,8 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().downgrade = true;
   all.back().election = true;
   all.back().semaphore = true;
+  all.back().counters = true;
+  all.back().barrier = true;
 #endif
 #ifdef DLOCK_WITH_REDIS
   all.push_back({"redis", [](const std::string& dir) { return server_url("redis") + "/0?prefix=" + unique_prefix(dir); },
@@ -108,6 +110,16 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().downgrade = true;
   all.back().election = true;
   all.back().semaphore = true;
+  all.back().counters = true;
+  all.back().barrier = true;
+  // Session mode: advisory locks that die with their connection (the
+  // server ends a holder's session idle past its lease). Mutex only.
+  all.push_back({"postgres_session",
+                 [](const std::string& dir) {
+                   return server_url("postgres") + "?mode=session&schema=" + sql_identifier(dir);
+                 },
+                 true, true, true});
+  all.back().reports_remaining = false;
 #endif
 #ifdef DLOCK_WITH_MYSQL
   // A database of its own per test (made by the first client). No NOTIFY:
@@ -119,8 +131,10 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                  false, false, false});
   all.back().shared = true;
   all.back().downgrade = true;
+  all.back().counters = true;
   all.back().election = true;
   all.back().semaphore = true;
+  all.back().barrier = true;
 #endif
   return all;
 }

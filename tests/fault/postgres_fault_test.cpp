@@ -127,7 +127,7 @@ TEST_F(PostgresFault, ALeastPrivilegeUserWorksAndOneWithoutRightsIsToldWhatToRun
   (void)connect(url("?schema=locks"));
   admin("CREATE ROLE app LOGIN; GRANT USAGE ON SCHEMA locks TO app; "
         "GRANT SELECT, INSERT, UPDATE, DELETE ON locks.dlock_holds, locks.dlock_fences, locks.dlock_waiters, "
-        "locks.dlock_ping TO app");
+        "locks.dlock_counts, locks.dlock_ping TO app");
   const std::string port = read("port");
   const std::string app = "postgres://app@127.0.0.1:" + port + "/dlock";
   {
@@ -148,6 +148,49 @@ TEST_F(PostgresFault, ALeastPrivilegeUserWorksAndOneWithoutRightsIsToldWhatToRun
   EXPECT_NE(message.find("may not create them"), std::string::npos) << message;
   EXPECT_NE(message.find("CREATE TABLE IF NOT EXISTS dlock_holds"), std::string::npos) << message;
   EXPECT_NE(message.find("GRANT SELECT, INSERT, UPDATE, DELETE"), std::string::npos) << message;
+}
+
+// Session mode: a restart ends every session and with them the locks; the
+// holder learns it at its next renewal, never assumes it still holds.
+TEST_F(PostgresFault, SessionHoldersLearnARestartFreedTheirLocks) {
+  auto holder_client = connect(url("?mode=session"), {.op_timeout = 1s});
+  auto holder = holder_client->mutex("jobs/report", {.lease = 1500ms});
+  holder.lock();
+  const auto before = holder.token();
+  ASSERT_TRUE(server("restart"));
+  EXPECT_TRUE(eventually([&] { return holder.lost(); }, 4s)) << "the holder kept believing in a lock the restart freed";
+  auto other = connect(url("?mode=session"))->mutex("jobs/report");
+  ASSERT_TRUE(other.try_lock());
+  EXPECT_GT(other.token(), before);
+  other.unlock();
+  EXPECT_EQ(holder.unlock_checked().code(), errc::lock_lost);
+}
+
+// Session mode maps names to advisory lock keys: names that differ only in
+// case, or only after a long common prefix, are still different locks.
+TEST_F(PostgresFault, SessionModeNamesNeverShareALock) {
+  for (const std::string mode : {"session", "table"}) {
+    auto a = connect(url("?mode=" + mode));
+    auto b = connect(url("?mode=" + mode));
+    const std::string prefix(400, 'p');
+    const std::pair<std::string, std::string> pairs[] = {
+        {"Stock:1", "stock:1"}, {prefix + "a", prefix + "b"}, {"x", "x "}};
+    for (const auto& [first, second] : pairs) {
+      auto m1 = a->mutex(first);
+      auto m2 = b->mutex(second);
+      ASSERT_TRUE(m1.try_lock()) << mode;
+      EXPECT_TRUE(m2.try_lock()) << mode << ": '" << second.substr(0, 20) << "' shared a lock with '"
+                                 << first.substr(0, 20) << "'";
+      if (m2.held_by_current_thread()) m2.unlock();
+      m1.unlock();
+    }
+    // And the same name is one lock.
+    auto same1 = a->mutex("Stock:1");
+    auto same2 = b->mutex("Stock:1");
+    ASSERT_TRUE(same1.try_lock());
+    EXPECT_FALSE(same2.try_lock()) << mode;
+    same1.unlock();
+  }
 }
 
 }  // namespace

@@ -33,7 +33,6 @@ TEST(PostgresUrl, RefusesUnknownOptionsAndValuesOutOfRange) {
   EXPECT_THAT(refused("postgres://127.0.0.1:1/db?pool=0"), HasSubstr("pool '0' must be a whole number from 1 to 64"));
   EXPECT_THAT(refused("postgres://127.0.0.1:1/db?waiter_ttl=10ms"), HasSubstr("waiter_ttl '10ms' must be from 1"));
   EXPECT_THAT(refused("postgres://127.0.0.1:1/db?mode=advisory"), HasSubstr("mode 'advisory' must be table or session"));
-  EXPECT_THAT(refused("postgres://127.0.0.1:1/db?mode=session", errc::unsupported), HasSubstr("mode=table"));
 }
 
 TEST(PostgresUrl, SchemaMustBeAPlainIdentifier) {

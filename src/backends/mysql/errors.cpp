@@ -13,7 +13,7 @@ Status to_status(unsigned code, std::string_view message, std::string_view step,
   broken = client || code == 1053 || code == 1927 || code == 1040;
   if (broken || code == 1205 || code == 1213 || code == 1044 || code == 1045) return Status(errc::unavailable, what);
   if (code == 1142 || code == 1143)
-    return Status(errc::unavailable, what + " — " + std::string(sql::privileges_needed));
+    return Status(errc::unavailable, what + " — " + sql::privileges_needed());
   return Status(errc::internal, what);
 }
 

@@ -34,6 +34,8 @@
 #include "core/driver.h"
 #include "core/url.h"
 
+#include <algorithm>
+
 namespace dlock::detail {
 namespace {
 
@@ -55,6 +57,9 @@ constexpr sql::Override overrides[] = {
      "mode = VALUES(mode), expires_at = VALUES(expires_at), wake = VALUES(wake), lease = VALUES(lease), "
      "data = VALUES(data), holder = VALUES(holder)"},
     {sql::Stmt::ping, "INSERT INTO dlock_ping (id, at) VALUES (1, {now}) ON DUPLICATE KEY UPDATE at = VALUES(at)"},
+    {sql::Stmt::lock_count,
+     "INSERT INTO dlock_counts (name, kind, value, width) VALUES (?1, ?2, ?3, ?4) "
+     "ON DUPLICATE KEY UPDATE value = value"},
 };
 
 const sql::DialectSpelling spelling = {
@@ -140,12 +145,15 @@ Result<std::unique_ptr<MyConnection>> first_connection(const ConnectInfo& info, 
 // clients are ordered by the server). A user without the right to create
 // them gets the DDL to run.
 Status ensure_schema(MyConnection& conn, const sql::Dialect& dialect, const std::string& url) {
-  auto present = conn.exec(
-      "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN "
-      "('dlock_holds', 'dlock_fences', 'dlock_waiters', 'dlock_ping')",
-      "looking for dlock's tables");
+  const std::string tables = sql::table_list();
+  std::string quoted = "'";
+  for (char c : tables) quoted += c == ',' ? std::string("','") : c == ' ' ? std::string() : std::string(1, c);
+  const auto count = static_cast<std::int64_t>(std::count(tables.begin(), tables.end(), ',') + 1);
+  auto present = conn.exec("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND "
+                           "table_name IN (" + quoted + "')",
+                           "looking for dlock's tables");
   if (!present) return present.status();
-  if (present->size() == 1 && (*present)[0].integer(0, 0) == 4) return {};
+  if (present->size() == 1 && (*present)[0].integer(0, 0) == count) return {};
   auto made = conn.exec(dialect.schema(), "creating dlock's tables");
   if (made) return {};
   if (made.status().message().find("(error 1142)") != std::string::npos)
@@ -176,9 +184,8 @@ Result<std::unique_ptr<Backend>> open_mysql_backend(const Url& url, const Client
                                      if (!conn) return conn.status();
                                      return std::unique_ptr<sql::PooledConnection>(std::move(*conn));
                                    };
-                                   return sql::Parts{std::make_unique<sql::SlotPool>("mysql", open, config->pool,
-                                                                                     options.op_timeout, events),
-                                                     nullptr};
+                                   return sql::Parts{
+                                       std::make_unique<sql::SlotPool>("mysql", open, config->pool, events), nullptr};
                                  });
 }
 

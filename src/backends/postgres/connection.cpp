@@ -206,6 +206,20 @@ Result<std::vector<sql::Rows>> PgConnection::run(std::span<const sql::Call> call
 
 Result<sql::Rows> PgConnection::exec(const std::string& text, std::string_view step) {
   if (!PQsendQuery(conn_, text.c_str())) return fail(step, PQerrorMessage(conn_));
+  return finish_plain(step, nullptr);
+}
+
+Result<sql::Rows> PgConnection::query(const std::string& text, std::span<const std::string> params,
+                                      std::string_view step, std::string* sqlstate) {
+  std::vector<const char*> values;
+  for (const auto& p : params) values.push_back(p.c_str());
+  if (!PQsendQueryParams(conn_, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                         nullptr, 0))
+    return fail(step, PQerrorMessage(conn_));
+  return finish_plain(step, sqlstate);
+}
+
+Result<sql::Rows> PgConnection::finish_plain(std::string_view step, std::string* sqlstate) {
   if (Status s = flush(step); !s) return s;
   sql::Rows last;
   Status first;
@@ -216,8 +230,14 @@ Result<sql::Rows> PgConnection::exec(const std::string& text, std::string_view s
     const auto status = PQresultStatus(*r);
     if (status == PGRES_TUPLES_OK) {
       last = rows_of(*r);
-    } else if (status != PGRES_COMMAND_OK && first) {
+    } else if (status == PGRES_COMMAND_OK) {
+      last.changed = std::atoll(PQcmdTuples(*r));
+    } else if (first) {
       first = to_status(*r, step);
+      if (sqlstate) {
+        const char* code = PQresultErrorField(*r, PG_DIAG_SQLSTATE);
+        *sqlstate = code ? code : "";
+      }
     }
     PQclear(*r);
   }

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +44,11 @@ class PgConnection final : public sql::PooledConnection {
   // any pipeline. The last statement's rows.
   Result<sql::Rows> exec(const std::string& text, std::string_view step);
 
+  // One statement with text parameters ($1, $2, ...), outside any pipeline.
+  // `sqlstate` (if given) receives a failure's SQLSTATE.
+  Result<sql::Rows> query(const std::string& text, std::span<const std::string> params, std::string_view step,
+                          std::string* sqlstate = nullptr);
+
   // The listener's side: waits until notifications or `until`; calls
   // `each(payload)` for every one. unavailable if the connection failed.
   Status wait_notifications(steady::time_point until, int stop_fd, bool& stopped,
@@ -54,6 +60,8 @@ class PgConnection final : public sql::PooledConnection {
   // Waits for the socket (POLLIN, and POLLOUT if `write`) until the deadline.
   Status wait_socket(bool write, std::string_view step);
   Status flush(std::string_view step);
+  // Reads the results of a plain (not pipelined) query: the last one's rows.
+  Result<sql::Rows> finish_plain(std::string_view step, std::string* sqlstate);
   // The next result (nullptr between a query's results), by the deadline.
   Result<::pg_result*> next_result(std::string_view step);
   Status fail(std::string_view step, std::string why);

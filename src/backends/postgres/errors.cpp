@@ -1,6 +1,6 @@
 #include "backends/postgres/errors.h"
 
-#include "backends/sql/server_options.h"
+#include "backends/sql/dialect.h"
 
 #include <libpq-fe.h>
 
@@ -18,7 +18,8 @@ Status to_status(const pg_result* result, std::string_view step) {
   if (cls == "08" || cls == "53" || code.starts_with("57P") || code == "40001" || code == "40P01" || code == "55P03")
     return Status(errc::unavailable, what);
   if (code == "42501")
-    return Status(errc::unavailable, what + " — " + std::string(sql::privileges_needed));
+    return Status(errc::unavailable,
+                  what + " — the database user needs SELECT, INSERT, UPDATE and DELETE on " + sql::table_list());
   return Status(errc::internal, what);
 }
 

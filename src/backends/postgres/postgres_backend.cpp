@@ -3,7 +3,9 @@
 //
 //   postgres://user[:password]@host[:port][,host2[:port2]...]/database[?option=value&...]
 //
-// Options: mode=table (the default and, for now, the only mode), schema=NAME
+// Options: mode=table (the default: the lock table recipe, every
+// primitive) or mode=session (advisory locks, Mutex only:
+// session_locks.cpp), schema=NAME
 // (dlock's tables live there, made with it if missing; default: the user's
 // search_path), pool=4
 // (connections per client, 1..64: calls of different threads run on
@@ -26,14 +28,17 @@
 // client, sent by the release's own statement (listener.h).
 #include "backends/postgres/connection.h"
 #include "backends/postgres/listener.h"
-#include "backends/sql/server_options.h"
+#include "backends/postgres/session_locks.h"
 #include "backends/sql/slot_pool.h"
 #include "backends/sql/table_backend.h"
 #include "core/driver.h"
+#include "core/option_values.h"
 #include "core/url.h"
 
 #include <libpq-fe.h>
 
+#include <condition_variable>
+#include <mutex>
 
 namespace dlock::detail {
 namespace {
@@ -54,12 +59,15 @@ const sql::DialectSpelling spelling = {
 
 struct Config {
   ConnectInfo connect;
+  bool session = false;  // mode=session: advisory locks (session_locks.h)
   std::string schema;  // empty: the user's search_path
   int pool = 4;
   sql::TableConfig table;
 };
 
-Status invalid(const Url& url, std::string why) { return sql::invalid_url("postgres", url, std::move(why)); }
+Status invalid(const Url& url, std::string why) {
+  return Status(errc::invalid_argument, "postgres url " + url.redacted() + ": " + std::move(why));
+}
 
 Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   Config c;
@@ -82,10 +90,18 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   std::string options_line = "-c lock_timeout=" + op_ms + " -c idle_in_transaction_session_timeout=" +
                              std::to_string(2 * options.op_timeout.count());
   for (const auto& [key, value] : url.query) {
-    auto common = sql::read_server_option("postgres", url, key, value, c.pool, c.table);
-    if (!common) return common.status();
-    if (*common) continue;
-    if (key == "schema") {
+    if (key == "mode") {
+      if (value != "table" && value != "session") return invalid(url, "mode '" + value + "' must be table or session");
+      c.session = value == "session";
+    } else if (key == "pool") {
+      auto n = parse_count(value, "pool", 1, 64);
+      if (!n) return invalid(url, n.status().message());
+      c.pool = *n;
+    } else if (key == "waiter_ttl") {
+      auto d = parse_duration_within(value, "waiter_ttl", std::chrono::seconds(1), std::chrono::hours(1));
+      if (!d) return invalid(url, d.status().message());
+      c.table.waiter_ttl = *d;
+    } else if (key == "schema") {
       const bool plain = !value.empty() && value.size() <= 63 && !(value[0] >= '0' && value[0] <= '9') &&
                          value.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
       if (!plain)
@@ -109,20 +125,23 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
 // create them gets the DDL to run.
 Status ensure_schema(PgConnection& conn, const sql::Dialect& dialect, const std::string& schema,
                      const std::string& url) {
-  auto present = conn.exec(
-      "SELECT to_regclass('dlock_holds') IS NOT NULL AND to_regclass('dlock_fences') IS NOT NULL AND "
-      "to_regclass('dlock_waiters') IS NOT NULL AND to_regclass('dlock_ping') IS NOT NULL",
-      "looking for dlock's tables");
+  std::string all_present = "SELECT to_regclass('dlock_session_keys') IS NOT NULL";
+  for (std::string_view t : sql::table_names) all_present += " AND to_regclass('" + std::string(t) + "') IS NOT NULL";
+  auto present = conn.exec(all_present, "looking for dlock's tables");
   if (!present) return present.status();
   if (present->text(0, 0) == "t") return {};
   const std::string make_schema = schema.empty() ? "" : "CREATE SCHEMA IF NOT EXISTS " + schema + "; ";
-  auto made = conn.exec("BEGIN; SELECT pg_advisory_xact_lock(7262457536421675113); " + make_schema +
-                            dialect.schema() + "; COMMIT",
+  const std::string ddl = dialect.schema() + ";\n" + std::string(session_schema);
+  auto made = conn.exec("BEGIN; SELECT pg_advisory_xact_lock(7262457536421675113); " + make_schema + ddl + "; COMMIT",
                         "creating dlock's tables");
   if (made) return {};
   (void)conn.exec("ROLLBACK", "rolling back");
   if (made.status().message().find("SQLSTATE 42501") != std::string::npos)
-    return sql::tables_missing("postgres", url, dialect);
+    return Status(errc::unavailable,
+                  "postgres backend: " + url +
+                      ": dlock's tables are missing and this user may not create them. Run as their owner:\n" + ddl +
+                      ";\nthen GRANT SELECT, INSERT, UPDATE, DELETE ON " + sql::table_list() +
+                      ", dlock_session_keys TO <this user>;");
   return made.status();
 }
 
@@ -138,6 +157,7 @@ Result<std::unique_ptr<Backend>> open_postgres_backend(const Url& url, const Cli
   if (!first) return first.status();
   (*first)->set_deadline(steady::now() + options.op_timeout);
   if (Status s = ensure_schema(**first, *dialect, config->schema, config->connect.redacted_url); !s) return s;
+  if (config->session) return make_session_backend(config->connect, options.op_timeout);
 
   auto mailbox = std::make_shared<sql::Mailbox>();
   config->table.holder_info = sql::this_process();
@@ -150,7 +170,7 @@ Result<std::unique_ptr<Backend>> open_postgres_backend(const Url& url, const Cli
       if (!conn) return conn.status();
       return std::unique_ptr<sql::PooledConnection>(std::move(*conn));
     };
-    return sql::Parts{std::make_unique<sql::SlotPool>("postgres", open, config->pool, options.op_timeout, events),
+    return sql::Parts{std::make_unique<sql::SlotPool>("postgres", open, config->pool, events),
                       std::move(*listener)};
   });
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "backends/sql/dialect.h"
+#include "core/driver.h"
 
 #include <dlock/status.h>
 
@@ -76,9 +77,9 @@ class Pool {
   };
   using Lease = std::unique_ptr<Connection, Give>;
 
-  // A connection for `step` (named in errors), or unavailable if none is
-  // free or can be made before op_timeout.
-  virtual Result<Lease> take(std::string_view step) = 0;
+  // A connection for `step` (named in errors) whose calls end by
+  // `deadline`, or unavailable if none is free or can be made by then.
+  virtual Result<Lease> take(std::string_view step, steady::time_point deadline) = 0;
 
  protected:
   virtual void give_back(Connection* c) noexcept = 0;

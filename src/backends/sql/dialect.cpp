@@ -19,6 +19,9 @@ namespace {
 //                deleted, so tokens keep increasing after the holds go),
 //                and the permits a semaphore was declared with. Locking
 //                this row orders everything done to one lock.
+// dlock_counts   a Counter's value (kind counter) and width in bytes, a
+//                Latch's count (kind latch), whether a Barrier is open
+//                (kind barrier, 1 = open).
 // dlock_waiters  the queue: one row per waiting thread, in `since` order,
 //                kept alive by the waiter's attempts (expires_at), with
 //                where to wake it (`wake`: its client's address) and what
@@ -54,6 +57,13 @@ CREATE TABLE IF NOT EXISTS dlock_waiters (
   data       {text} NOT NULL,
   holder     {text} NOT NULL,
   PRIMARY KEY (name, kind, owner)
+){suffix};
+CREATE TABLE IF NOT EXISTS dlock_counts (
+  name       {key} NOT NULL,
+  kind       {key} NOT NULL,
+  value      BIGINT NOT NULL,
+  width      BIGINT NOT NULL,
+  PRIMARY KEY (name, kind)
 ){suffix};
 CREATE TABLE IF NOT EXISTS dlock_ping (
   id BIGINT PRIMARY KEY NOT NULL,
@@ -155,6 +165,15 @@ constexpr Text texts[] = {
     {Stmt::read_release, "reading the hold to release",
      "SELECT expires_at - {now} FROM dlock_holds WHERE name = ?1 AND kind = ?2 AND owner = ?3 AND mode = ?4 "
      "AND token = ?5"},
+    // ?3 value and ?4 width if missing -> value, width. Locks the row until
+    // the transaction ends.
+    {Stmt::lock_count, "locking the count",
+     "INSERT INTO dlock_counts (name, kind, value, width) VALUES (?1, ?2, ?3, ?4) "
+     "ON CONFLICT (name, kind) DO UPDATE SET value = dlock_counts.value RETURNING value, width"},
+    // -> value, width (no row: never written)
+    {Stmt::read_count, "reading the count", "SELECT value, width FROM dlock_counts WHERE name = ?1 AND kind = ?2"},
+    // ?3 value
+    {Stmt::set_count, "writing the count", "UPDATE dlock_counts SET value = ?3 WHERE name = ?1 AND kind = ?2"},
 };
 static_assert(std::size(texts) == statement_count);
 
@@ -171,6 +190,12 @@ std::string fill(std::string_view text, const DialectSpelling& d) {
 }
 
 }  // namespace
+
+std::string table_list() {
+  std::string out;
+  for (std::string_view t : table_names) out += (out.empty() ? "" : ", ") + std::string(t);
+  return out;
+}
 
 std::string_view purpose(Stmt statement) { return texts[static_cast<std::size_t>(statement)].purpose; }
 
@@ -201,6 +226,7 @@ std::optional<Dialect::StandIn> Dialect::stand_in(Stmt statement) const {
   if (returning_) return std::nullopt;
   if (statement == Stmt::lock_fence) return StandIn{Stmt::read_fence, false};  // the row it made or locked
   if (statement == Stmt::release) return StandIn{Stmt::read_release, true};   // the row it will delete
+  if (statement == Stmt::lock_count) return StandIn{Stmt::read_count, false};  // the row it made or locked
   return std::nullopt;
 }
 

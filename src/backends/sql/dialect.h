@@ -44,10 +44,20 @@ enum class Stmt : std::size_t {
   ping,
   read_fence,
   read_release,
+  lock_count,
+  read_count,
+  set_count,
   count_  // not a statement: how many there are
 };
 
 constexpr std::size_t statement_count = static_cast<std::size_t>(Stmt::count_);
+
+// The recipe's tables (dialect.cpp says what each holds).
+constexpr std::array<std::string_view, 5> table_names = {"dlock_holds", "dlock_fences", "dlock_waiters",
+                                                         "dlock_counts", "dlock_ping"};
+
+// "dlock_holds, dlock_fences, ..." for messages and GRANTs.
+std::string table_list();
 
 // For errors: what a statement does ("issuing a fencing token", ...).
 std::string_view purpose(Stmt statement);

@@ -35,8 +35,11 @@ Status tables_missing(std::string_view backend, std::string_view redacted_url, c
                 std::string(backend) + " backend: " + std::string(redacted_url) +
                     ": dlock's tables are missing and this user may not create them. Run as their owner:\n" +
                     dialect.schema() +
-                    ";\nthen GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_holds, dlock_fences, dlock_waiters, "
-                    "dlock_ping TO <this user>;");
+                    ";\nthen GRANT SELECT, INSERT, UPDATE, DELETE ON " + table_list() + " TO <this user>;");
+}
+
+std::string privileges_needed() {
+  return "the database user needs SELECT, INSERT, UPDATE and DELETE on " + table_list();
 }
 
 }  // namespace dlock::detail::sql

@@ -34,8 +34,6 @@ Result<bool> read_server_option(std::string_view backend, const Url& url, const 
 Status tables_missing(std::string_view backend, std::string_view redacted_url, const Dialect& dialect);
 
 // What a user denied access to dlock's tables needs, for error messages.
-inline constexpr std::string_view privileges_needed =
-    "the database user needs SELECT, INSERT, UPDATE and DELETE on dlock_holds, dlock_fences, dlock_waiters and "
-    "dlock_ping";
+std::string privileges_needed();
 
 }  // namespace dlock::detail::sql

@@ -2,12 +2,10 @@
 
 namespace dlock::detail::sql {
 
-SlotPool::SlotPool(std::string backend, Open open, int size, std::chrono::milliseconds op_timeout, Events& events)
-    : backend_(std::move(backend)), open_(std::move(open)), op_timeout_(op_timeout), events_(events),
-      slots_(static_cast<std::size_t>(size)) {}
+SlotPool::SlotPool(std::string backend, Open open, int size, Events& events)
+    : backend_(std::move(backend)), open_(std::move(open)), events_(events), slots_(static_cast<std::size_t>(size)) {}
 
-Result<Pool::Lease> SlotPool::take(std::string_view step) {
-  const auto deadline = steady::now() + op_timeout_;
+Result<Pool::Lease> SlotPool::take(std::string_view step, steady::time_point deadline) {
   std::size_t index;
   {
     std::unique_lock lk(mu_);

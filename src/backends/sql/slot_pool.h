@@ -33,11 +33,11 @@ class SlotPool final : public Pool {
   using Open = std::function<Result<std::unique_ptr<PooledConnection>>(steady::time_point deadline)>;
 
   // `backend` ("postgres") names the connections in errors and events.
-  SlotPool(std::string backend, Open open, int size, std::chrono::milliseconds op_timeout, Events& events);
+  SlotPool(std::string backend, Open open, int size, Events& events);
 
   // A free connection (opened or replaced if need be), or unavailable if
-  // every one stays busy, or none can be opened, before op_timeout.
-  Result<Lease> take(std::string_view step) override;
+  // every one stays busy, or none can be opened, before `deadline`.
+  Result<Lease> take(std::string_view step, steady::time_point deadline) override;
 
  private:
   struct Slot {
@@ -50,7 +50,6 @@ class SlotPool final : public Pool {
 
   const std::string backend_;
   const Open open_;
-  const std::chrono::milliseconds op_timeout_;
   Events& events_;
   std::mutex mu_;
   std::condition_variable free_;

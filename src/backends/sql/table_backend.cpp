@@ -37,6 +37,10 @@
 #include "backends/sql/table_backend.h"
 
 #include "core/backoff.h"
+#include "core/barrier_driver.h"
+#include "core/count_value.h"
+#include "core/counter_driver.h"
+#include "core/latch_driver.h"
 #include "core/owner_id.h"
 
 #include <unistd.h>
@@ -46,6 +50,7 @@
 #include <climits>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <utility>
 
 namespace dlock::detail::sql {
@@ -168,6 +173,7 @@ class TableWaiter final : public Waiter {
   }
 
   std::optional<Grant> take_grant() override;
+  const WakeTarget& target() const noexcept { return target_; }
 
  private:
   TableBackend& backend_;
@@ -178,7 +184,11 @@ class TableWaiter final : public Waiter {
   bool taken_ = false;  // take_grant() returned a hold handed to us
 };
 
-class TableBackend final : public Backend, public LockDriver {
+class TableBackend final : public Backend,
+                           public LockDriver,
+                           public CounterDriver,
+                           public LatchDriver,
+                           public BarrierDriver {
  public:
   TableBackend(std::shared_ptr<const Dialect> dialect, std::shared_ptr<Mailbox> mailbox, TableConfig config)
       : dialect_(std::move(dialect)), mailbox_(std::move(mailbox)), config_(std::move(config)) {}
@@ -199,9 +209,12 @@ class TableBackend final : public Backend, public LockDriver {
   bool supports_election() const override { return true; }
   bool supports_permits() const override { return true; }
   LockDriver& locks() override { return *this; }
+  CounterDriver* counters() override { return this; }
+  LatchDriver* latches() override { return this; }
+  BarrierDriver* barriers() override { return this; }
 
   Status ping() override {
-    auto conn = pool_->take("ping");
+    auto conn = connection("ping");
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::ping}};
     auto out = run(**conn, calls);
@@ -214,7 +227,7 @@ class TableBackend final : public Backend, public LockDriver {
     if (request.kind == LockKind::member) return Status(errc::unsupported, step + ": no barriers on this backend");
     const Place place = place_of(request.kind);
     const std::int64_t permits = request.kind == LockKind::permit ? request.permits : 0;
-    auto conn = pool_->take(step);
+    auto conn = connection(step);
     if (!conn) return conn.status();
 
     const Call look[] = {{Stmt::begin},
@@ -268,7 +281,7 @@ class TableBackend final : public Backend, public LockDriver {
         {Stmt::commit}};
     auto done = run(**conn, take);
     if (!done) return done.status();
-    if (slot) slot->set_queued(false);
+    if (slot) slot->set_granted();
     Grant grant;
     grant.token = static_cast<std::uint64_t>(token);
     grant.valid_until = sent + request.lease;
@@ -299,7 +312,7 @@ class TableBackend final : public Backend, public LockDriver {
 
   void renew(std::span<Renewal> batch) override {
     const auto sent = steady::now();
-    auto conn = pool_->take("renewing leases");
+    auto conn = connection("renewing leases");
     if (!conn) {
       for (auto& item : batch) item.outcome = conn.status();
       return;
@@ -338,7 +351,7 @@ class TableBackend final : public Backend, public LockDriver {
   }
 
   Result<std::vector<LockInfo>> list(std::string_view prefix) override {
-    auto conn = pool_->take("listing locks");
+    auto conn = connection("listing locks");
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::list, {prefix}}};
     auto out = run(**conn, calls);
@@ -360,7 +373,7 @@ class TableBackend final : public Backend, public LockDriver {
   }
 
   Result<Holder> holder(std::string_view name, LockKind kind, bool) override {
-    auto conn = pool_->take("reading the leader of '" + std::string(name) + "'");
+    auto conn = connection("reading the leader of '" + std::string(name) + "'");
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::leader, {name, place_of(kind).kind}}};
     auto out = run(**conn, calls);
@@ -370,12 +383,186 @@ class TableBackend final : public Backend, public LockDriver {
     return h;  // no change notification: the caller polls
   }
 
+  // Counter: a row of dlock_counts (kind counter), read and written under
+  // its row lock.
+  Result<std::int64_t> load(const std::string& name, steady::time_point deadline) override {
+    auto conn = pool_->take("reading counter '" + name + "'", deadline);
+    if (!conn) return conn.status();
+    const Call calls[] = {{Stmt::read_count, {name, kind_counter}}};
+    auto out = run(**conn, calls);
+    if (!out) return out.status();
+    return (*out)[0].empty() ? 0 : (*out)[0].integer(0, 0);
+  }
+
+  Status store(const std::string& name, std::int64_t value, CounterWidth width,
+               steady::time_point deadline) override {
+    return update_counter("writing counter '" + name + "'", name, width, deadline,
+                          [&](std::int64_t, int bytes) -> Result<std::int64_t> {
+                            if (Status s = check_count_fits(value, bytes, "store: value"); !s) return s;
+                            return value;
+                          })
+        ;
+  }
+
+  Result<std::int64_t> fetch_add(const std::string& name, std::int64_t delta, CounterWidth width,
+                                 steady::time_point deadline) override {
+    std::int64_t before = 0;
+    auto done = update_counter("adding to counter '" + name + "'", name, width, deadline,
+                               [&](std::int64_t now, int bytes) -> Result<std::int64_t> {
+                                 before = now;
+                                 auto sum = count_sum(name, now, delta);
+                                 if (!sum) return sum.status();
+                                 if (Status s = check_count_fits(*sum, bytes, "fetch_add: the result"); !s) return s;
+                                 return *sum;
+                               });
+    if (!done) return done;
+    return before;
+  }
+
+  Result<bool> compare_exchange(const std::string& name, std::int64_t& expected, std::int64_t desired,
+                                CounterWidth width, steady::time_point deadline) override {
+    bool swapped = false;
+    auto done = update_counter("compare-exchanging counter '" + name + "'", name, width, deadline,
+                               [&](std::int64_t now, int bytes) -> Result<std::int64_t> {
+                                 if (now != expected) {
+                                   expected = now;
+                                   return now;
+                                 }
+                                 if (Status s = check_count_fits(desired, bytes, "compare_exchange: desired"); !s)
+                                   return s;
+                                 swapped = true;
+                                 return desired;
+                               });
+    if (!done) return done;
+    return swapped;
+  }
+
+  // Latch: a row of dlock_counts (kind latch) made with its initial count.
+  // Watchers queue under kind latch and are all woken by a count-down.
+  Result<LatchRead> read(const std::string& name, std::int64_t initial, bool watch,
+                         steady::time_point deadline) override {
+    if (Status s = check_count_fits(initial, 4, "latch count"); !s) return s;
+    LatchRead r;
+    auto seen = under_count("reading latch '" + name + "'", name, kind_latch, initial, 4, deadline,
+                            [&](std::int64_t now, int, std::vector<Call>& writes) -> Status {
+                              r.remaining = now;
+                              if (now > 0 && watch) r.change = watcher(name, kind_latch, writes);
+                              return {};
+                            });
+    if (!seen) return seen;
+    return r;
+  }
+
+  Result<std::int64_t> count_down(const std::string& name, std::int64_t initial, std::int64_t n,
+                                  steady::time_point deadline) override {
+    if (Status s = check_count_fits(initial, 4, "latch count"); !s) return s;
+    std::int64_t after = 0;
+    auto done = under_count("counting down latch '" + name + "'", name, kind_latch, initial, 4, deadline,
+                            [&](std::int64_t now, int, std::vector<Call>& writes) -> Status {
+                              after = std::max<std::int64_t>(0, now - n);
+                              if (after == now) return {};
+                              writes.push_back({Stmt::set_count, {name, kind_latch, after}});
+                              if (after == 0) wake_watchers(name, kind_latch, writes);
+                              return {};
+                            });
+    if (!done) return done;
+    return after;
+  }
+
+  // Barrier: members are leased holds of kind member; whether it is open
+  // is a row of dlock_counts (kind barrier). Watchers queue under kind
+  // barrier and are all woken when it opens and when it empties.
+  bool leased_members() const override { return true; }
+
+  Result<std::string> join(const std::string& name, std::chrono::milliseconds lease,
+                           steady::time_point deadline) override {
+    auto id = random_client_id();
+    if (!id) return id.status();
+    auto conn = pool_->take("joining barrier '" + name + "'", deadline);
+    if (!conn) return conn.status();
+    const Call calls[] = {{Stmt::insert_hold,
+                           {name, kind_member, *id, "x", std::int64_t{0}, ms(lease), "", config_.holder_info}}};
+    auto out = run(**conn, calls);
+    if (!out) return out.status();
+    return *id;
+  }
+
+  Result<BarrierCheck> entered(const std::string& name, const std::string& member, int parties, bool watch,
+                               steady::time_point deadline) override {
+    BarrierCheck check;
+    Status gone;
+    auto done = under_count(
+        "entering barrier '" + name + "'", name, kind_barrier, 0, 4, deadline,
+        [&](std::int64_t open, int, std::vector<Call>& writes) -> Status {
+          if (open == 1)
+            check.done = true;
+          else
+            writes.push_back({Stmt::holders, {name, kind_member}});
+          return {};
+        },
+        [&](const std::vector<Row>& members, std::vector<Call>& writes) {
+          if (check.done) return;
+          const bool in = std::any_of(members.begin(), members.end(), [&](const Row& m) { return m.owner == member; });
+          if (!in) {
+            gone = Status(errc::lock_lost, "barrier '" + name + "': this member's entry is gone (its lease ran out)");
+          } else if (static_cast<int>(members.size()) >= parties) {
+            writes.push_back({Stmt::set_count, {name, kind_barrier, std::int64_t{1}}});
+            wake_watchers(name, kind_barrier, writes);
+            check.done = true;
+          } else if (watch) {
+            check.change = watcher(name, kind_barrier, writes);
+          }
+        });
+    if (!done) return done;
+    if (!gone) return gone;
+    return check;
+  }
+
+  Result<BarrierCheck> left(const std::string& name, const std::string& member, bool watch,
+                            steady::time_point deadline) override {
+    BarrierCheck check;
+    auto done = under_count(
+        "leaving barrier '" + name + "'", name, kind_barrier, 0, 4, deadline,
+        [&](std::int64_t, int, std::vector<Call>& writes) -> Status {
+          writes.push_back({Stmt::drop_own, {name, kind_member, member}});
+          writes.push_back({Stmt::holders, {name, kind_member}});
+          return {};
+        },
+        [&](const std::vector<Row>& members, std::vector<Call>& writes) {
+          if (members.empty()) {
+            // The last one out closes it for the next round.
+            writes.push_back({Stmt::set_count, {name, kind_barrier, std::int64_t{0}}});
+            wake_watchers(name, kind_barrier, writes);
+            check.done = true;
+          } else if (watch) {
+            check.change = watcher(name, kind_barrier, writes);
+          }
+        });
+    if (!done) return done;
+    return check;
+  }
+
+  void remove(const std::string& name, const std::string& member, steady::time_point deadline) noexcept override {
+    auto conn = pool_->take("leaving barrier '" + name + "'", deadline);
+    if (!conn) return;
+    const Call calls[] = {{Stmt::drop_own, {name, kind_member, member}}};
+    (void)run(**conn, calls);
+  }
+
   // A waiter leaves: its queue entry goes, if an attempt put one there,
   // and so does a hold handed to it that it did not take (`handed`). The
   // next head is woken if the lock is free.
   void leave(const WakeTarget& target, Mailbox::Slot& slot, bool handed) {
     mailbox_->leave(target);
     if (!slot.is_queued() && !handed) return;
+    if (target.kind == kind_latch || target.kind == kind_barrier) {
+      // A watcher: nothing waits behind it.
+      auto conn = connection("leaving the watchers of '" + target.name + "'");
+      if (!conn) return;
+      const Call calls[] = {{Stmt::dequeue, {target.name, target.kind, target.owner}}};
+      (void)run(**conn, calls);
+      return;
+    }
     const Place place{target.kind, "x"};
     const Call changes[] = {{Stmt::drop_own, {target.name, target.kind, target.owner}},
                             {Stmt::dequeue, {target.name, target.kind, target.owner}}};
@@ -386,7 +573,7 @@ class TableBackend final : public Backend, public LockDriver {
   // The caller's live hold of `target`, if a release handed it over.
   Result<std::optional<Grant>> handed_hold(const WakeTarget& target, std::string_view mode) {
     const auto sent = steady::now();
-    auto conn = pool_->take("taking the leadership of '" + target.name + "' handed over");
+    auto conn = connection("taking the leadership of '" + target.name + "' handed over");
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::own_hold, {target.name, target.kind, target.owner, mode}}};
     auto out = run(**conn, calls);
@@ -415,6 +602,98 @@ class TableBackend final : public Backend, public LockDriver {
     return std::chrono::ceil<milliseconds>(pause.next());
   }
 
+  static constexpr std::string_view kind_counter = "counter", kind_latch = "latch", kind_barrier = "barrier",
+                                    kind_member = "member";
+
+  // One transaction on the count row `name`/`kind` (made with `initial`,
+  // `width` bytes wide, if missing): `decide(value, width, writes)` adds
+  // the writes, or refuses (then nothing is changed); if `then` is given,
+  // the writes run first and `then(live rows of the last one, more)` adds
+  // more (a barrier's members, read under the row lock). Wakes what it
+  // queued wake-ups for once committed.
+  template <class Decide, class Then = std::nullptr_t>
+  Status under_count(const std::string& step, const std::string& name, std::string_view kind, std::int64_t initial,
+                     std::int64_t width, steady::time_point deadline, Decide decide, Then then = nullptr) {
+    auto conn = pool_->take(step, deadline);
+    if (!conn) return conn.status();
+    const Call look[] = {{Stmt::begin}, {Stmt::lock_count, {name, kind, initial, width}}};
+    auto seen = run(**conn, look);
+    if (!seen) return seen.status();
+    if ((*seen)[1].size() != 1) return abandon(**conn, unexpected(step));
+    std::vector<Call> writes;
+    const Rows& count = (*seen)[1];
+    if (Status s = decide(count.integer(0, 0), static_cast<int>(count.integer(0, 1)), writes); !s)
+      return abandon(**conn, s);
+    if constexpr (!std::is_same_v<Then, std::nullptr_t>) {
+      std::vector<Row> rows;
+      if (!writes.empty()) {
+        auto first = run(**conn, writes);
+        if (!first) return first.status();
+        rows = live_rows(first->back());
+      }
+      writes.clear();
+      then(rows, writes);
+    }
+    const std::size_t heads_at = writes.size();
+    writes.push_back({Stmt::commit});
+    auto out = run(**conn, writes);
+    if (!out) return out.status();
+    conn->reset();
+    for (std::size_t i = 0; i < heads_at; ++i)
+      if (writes[i].statement == Stmt::heads) wake((*out)[i], name, kind);
+    return {};
+  }
+
+  // Wakes the waiters a `heads` statement returned, unless the database
+  // did. On a read-write lock, the head and the readers right after it.
+  void wake(const Rows& woken, std::string_view name, std::string_view kind) {
+    if (!wakeups_ || dialect_->database_wakes_heads()) return;
+    for (std::size_t i = 0; i < woken.size(); ++i) {
+      if (kind == "rw" && i > 0 && (woken.text(i, 1) == "w" || woken.text(0, 1) == "w")) break;
+      wakeups_->wake(woken.text(i, 2), WakeTarget{std::string(woken.text(i, 0)), std::string(kind), std::string(name)});
+    }
+  }
+
+  // A counter's read-modify-write: `next(value, width)` is the new value,
+  // or why not.
+  template <class Next>
+  Status update_counter(const std::string& step, const std::string& name, CounterWidth width,
+                        steady::time_point deadline, Next next) {
+    const std::int64_t bytes = width == CounterWidth::int64 ? 8 : 4;
+    return under_count(step, name, kind_counter, 0, bytes, deadline,
+                       [&](std::int64_t now, int stored_bytes, std::vector<Call>& writes) -> Status {
+                         auto value = next(now, stored_bytes);
+                         if (!value) return value.status();
+                         if (*value != now) writes.push_back({Stmt::set_count, {name, kind_counter, *value}});
+                         return {};
+                       });
+  }
+
+  // Queues a watcher of `name`/`kind` (in `writes`) and its Waiter. A
+  // watcher's entry outlives long waits (re-reads do not refresh it).
+  std::unique_ptr<Waiter> watcher(const std::string& name, std::string_view kind, std::vector<Call>& writes) {
+    if (!wakeups_) return nullptr;
+    auto id = random_client_id();
+    if (!id) return nullptr;
+    WakeTarget target{*id, std::string(kind), name};
+    auto slot = mailbox_->enter(target);
+    slot->set_queued(true);
+    auto waiter = std::make_unique<TableWaiter>(*this, std::move(target), "x", std::move(slot));
+    // The call views the waiter's own copy of its id: it lives on the heap.
+    writes.push_back({Stmt::enqueue, {name, kind, std::string_view(waiter->target().owner), "x",
+                                      ms(std::chrono::hours(1)), wakeups_->address(), std::int64_t{0}, "", ""}});
+    return waiter;
+  }
+
+  // Wakes every watcher of `name`/`kind` (in `writes`: found under the lock).
+  void wake_watchers(const std::string& name, std::string_view kind, std::vector<Call>& writes) {
+    writes.push_back({Stmt::heads, {name, kind, std::int64_t{1000}}});
+  }
+
+  Result<Pool::Lease> connection(std::string_view step) {
+    return pool_->take(step, steady::now() + config_.op_timeout);
+  }
+
   // Ends a transaction a decision found nothing to write in, with `why`.
   Status abandon(Connection& conn, Status why) {
     const Call end[] = {{Stmt::rollback}};
@@ -429,7 +708,7 @@ class TableBackend final : public Backend, public LockDriver {
   // Returns what the first change returned.
   Result<Rows> free_and_wake(std::string_view step, std::string_view name, const Place& place,
                              std::span<const Call> changes) {
-    auto conn = pool_->take(step);
+    auto conn = connection(step);
     if (!conn) return conn.status();
     const bool hand_over = place.kind == "leader";
     // A read-write lock's head may be several readers; otherwise one.
@@ -447,14 +726,7 @@ class TableBackend final : public Backend, public LockDriver {
     auto out = run(**conn, calls);
     if (!out) return out.status();
     conn->reset();  // give the connection back before waking anyone
-    const Rows& woken = (*out)[heads_at];
-    if (wakeups_ && !dialect_->database_wakes_heads()) {
-      for (std::size_t i = 0; i < woken.size(); ++i) {
-        if (place.kind == "rw" && i > 0 && (woken.text(i, 1) == "w" || woken.text(0, 1) == "w")) break;
-        wakeups_->wake(woken.text(i, 2), WakeTarget{std::string(woken.text(i, 0)), std::string(place.kind),
-                                                     std::string(name)});
-      }
-    }
+    wake((*out)[heads_at], name, place.kind);
     return std::move((*out)[2]);
   }
 
@@ -503,11 +775,10 @@ std::optional<Grant> TableWaiter::take_grant() {
   return std::move(**held);
 }
 
-// A hold may have been handed to us only while we were queued: an attempt
-// that found it (or any grant by try_acquire) took us out of the queue, and
-// that hold is the caller's now, not one to drop.
+// A leadership handed over and not taken is dropped — unless an attempt got
+// it since (that hold is core's now).
 TableWaiter::~TableWaiter() {
-  backend_.leave(target_, *slot_, target_.kind == "leader" && !taken_ && slot_->is_queued());
+  backend_.leave(target_, *slot_, target_.kind == "leader" && !taken_ && !slot_->is_granted());
 }
 
 }  // namespace

@@ -40,11 +40,21 @@ class Mailbox {
     std::mutex mu;
     std::condition_variable cv;
     bool woken = false;   // guarded by mu
-    bool queued = false;  // guarded by mu: an attempt put its entry in the queue
+    bool queued = false;   // guarded by mu: an attempt put its entry in the queue
+    bool granted = false;  // guarded by mu: an attempt got the lock
 
     void set_queued(bool now) {
       std::lock_guard lk(mu);
       queued = now;
+    }
+    void set_granted() {
+      std::lock_guard lk(mu);
+      queued = false;
+      granted = true;
+    }
+    bool is_granted() {
+      std::lock_guard lk(mu);
+      return granted;
     }
     bool is_queued() {
       std::lock_guard lk(mu);

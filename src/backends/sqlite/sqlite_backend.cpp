@@ -94,21 +94,20 @@ class Connection final : public sql::Pool, public sql::Connection {
   }
 
   // Waits for this call's turn, or unavailable if other threads of this
-  // client keep the connection past op_timeout.
-  Result<Lease> take(std::string_view step) override {
+  // client keep the connection past `deadline`.
+  Result<Lease> take(std::string_view step, steady::time_point deadline) override {
     if (::getpid() != opened_by_)
       return Status(errc::internal, "sqlite backend: " + std::string(step) +
                                         ": this client was opened by the parent of this forked process; "
                                         "connect again after exec");
-    const auto deadline = steady::now() + op_timeout_;
     std::unique_lock lk(mu_);
     // A flag under a condition variable rather than a std::timed_mutex:
     // ThreadSanitizer does not see the pthread_mutex_clocklock that
     // timed_mutex uses, and reports every unlock as a bug.
     if (!free_.wait_until(lk, deadline, [&] { return !busy_; }))
       return Status(errc::unavailable, "sqlite backend: " + std::string(step) +
-                                           ": other threads of this client kept the connection busy for longer "
-                                           "than ClientOptions::op_timeout");
+                                           ": other threads of this client kept the connection busy until the "
+                                           "call's deadline (ClientOptions::op_timeout)");
     busy_ = true;
     deadline_ = deadline;
     return Lease(this, Give{this});
@@ -231,7 +230,7 @@ Status configure(sqlite3* db, const sql::Dialect& dialect) {
 
 // Pragmas, schema and statements; counts against op_timeout like a call.
 Status start(Connection& conn, const sql::Dialect& dialect) {
-  auto turn = conn.take("opening the database");
+  auto turn = conn.take("opening the database", steady::now() + conn.op_timeout());
   if (!turn) return turn.status();
   // SQLite answers BUSY at once, without its busy handler, where waiting
   // could deadlock (several processes switching a new file to WAL at the
