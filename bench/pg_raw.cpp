@@ -24,7 +24,7 @@
 // Exit status: 0; 70 if the connection or a statement failed; 64 on bad usage.
 #include "raw_limit.h"
 
-#include "backends/sql/dialect.h"
+#include "backends/postgres/spelling.h"
 
 #include <libpq-fe.h>
 
@@ -44,20 +44,8 @@ using dlock_bench::timed_loop;
 
 using Config = dlock_bench::RawArgs;  // target: the URL
 
-// How src/backends/postgres/postgres_backend.cpp spells the recipe (there it is private to that
-// file): the server's clock, and the NOTIFY its release's `heads` query is wrapped in.
-const sql::DialectSpelling postgres_spelling = {
-    .name = "postgres", .begin = "BEGIN", .now_ms = "(extract(epoch from clock_timestamp()) * 1000)::bigint",
-    .starts_with = "starts_with(name, ?1)", .text_type = "TEXT", .table_suffix = "",
-    .notify_heads = "WITH h AS (%s) SELECT owner, mode, wake, "
-                    "pg_notify('dlock_' || wake, owner || chr(10) || ?2 || chr(10) || ?1) FROM h"};
-
-// The recipe numbers parameters ?1, ?2, ...; PostgreSQL $1, $2, ...
-std::string dollar_numbered(std::string text) {
-  for (std::size_t i = 0; i + 1 < text.size(); ++i)
-    if (text[i] == '?' && text[i + 1] >= '0' && text[i + 1] <= '9') text[i] = '$';
-  return text;
-}
+using dlock::detail::postgres::numbered;
+using dlock::detail::postgres::spelling;
 
 // One prepared statement of a batch and its parameters, as text.
 struct Send {
@@ -164,9 +152,9 @@ void report(const Config& cfg, int server_version, const char* name, const char*
 
 void run(const Config& cfg) {
   Connection conn(cfg.target);
-  const sql::Dialect dialect(postgres_spelling);
+  const sql::Dialect dialect(spelling);
   conn.script(dialect.schema(), "making dlock's tables");
-  const auto text = [&](sql::Stmt s) { return dollar_numbered(dialect.sql(s)); };
+  const auto text = [&](sql::Stmt s) { return numbered(dialect.sql(s)); };
   const std::pair<const char*, sql::Stmt> used[] = {
       {"begin", sql::Stmt::begin},       {"commit", sql::Stmt::commit},
       {"lock_fence", sql::Stmt::lock_fence}, {"holders", sql::Stmt::holders},

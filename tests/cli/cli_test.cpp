@@ -7,6 +7,9 @@
 #include <dlock/dlock.h>
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/stat.h>
@@ -317,8 +320,21 @@ TEST_F(Cli, StatusMetricsCountsHeldLocksAndReportsADeadStoreAsDown) {
   EXPECT_EQ(dlock({"status", "--backend", "redis://127.0.0.1:x", "--metrics"}).first, 64);
 }
 
-// The main job: with the lock (and segmented, and atomic) the sale is exact;
-// without it — or with a per-process mutex — it oversells.
+TEST_F(Cli, DatabaseModesAreRefusedWhereTheStockIsNotInADatabase) {
+  // The message goes to stderr: run through a shell that folds it into stdout.
+  std::string out;
+  FILE* p = ::popen((std::string(DLOCK_TOOL) + " demo --backend " + url() + " --modes dlock,pessimistic 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 64) << out;
+  EXPECT_NE(out.find("'pessimistic' needs the stock in a database"), std::string::npos) << out;
+}
+
+// The main job: with the lock (and segmented, and atomic, and on a database
+// its row lock and version check) the sale is exact; without it — or with a
+// per-process mutex — it oversells.
 TEST_F(Cli, DemoJsonNeverOversellsWithALock) {
   std::vector<std::string> backends{url(), "sqlite://" + dir_.path() + "/demo.db"};
 #ifdef DLOCK_WITH_REDIS
@@ -327,17 +343,27 @@ TEST_F(Cli, DemoJsonNeverOversellsWithALock) {
 #ifdef DLOCK_WITH_ZOOKEEPER
   backends.push_back(server_url("zookeeper") + "/" + unique_name(dir_.path()));
 #endif
+#ifdef DLOCK_WITH_POSTGRES
+  // Stock in a table, and the database's own protections next to the lock's.
+  backends.push_back(server_url("postgres") + "?schema=" + sql_identifier(dir_.path()));
+#endif
   for (const std::string& backend : backends) {
     auto [status, out] = dlock({"demo", "--backend", backend, "--stock", "1000", "--json"}, 120s);
     ASSERT_EQ(status, 0) << out;
     auto report = nlohmann::json::parse(out);
-    ASSERT_EQ(report["modes"].size(), 5u) << out;
-    EXPECT_EQ(report["stock_in"], backend.starts_with("redis") ? "redis" : "memory");
+    const bool database = backend.starts_with("postgres");
+    ASSERT_EQ(report["modes"].size(), database ? 7u : 5u) << out;
+    EXPECT_EQ(out.find(":dlock@"), std::string::npos) << "the demo printed the database password";
+    EXPECT_EQ(report["stock_in"], backend.starts_with("redis") ? "redis" : database ? "postgres" : "memory");
     for (const auto& mode : report["modes"]) {
       const std::string name = mode["mode"];
       SCOPED_TRACE(backend + " " + name);
       EXPECT_FALSE(mode["time_limit_hit"].get<bool>());
-      if (name == "dlock" || name == "segmented" || name == "atomic") {
+      if (name == "optimistic") {
+        EXPECT_GT(mode["retries"].get<std::int64_t>(), 0) << "no race was ever lost";
+      }
+      if (name == "dlock" || name == "segmented" || name == "atomic" || name == "pessimistic" ||
+          name == "optimistic") {
         EXPECT_EQ(mode["oversold"].get<std::int64_t>(), 0);
         EXPECT_EQ(mode["orders"].get<std::int64_t>(), 1000);
         EXPECT_EQ(mode["stock_left"].get<std::int64_t>(), 0);
@@ -348,7 +374,6 @@ TEST_F(Cli, DemoJsonNeverOversellsWithALock) {
   }
 }
 
-// sqlite:// has neither elections nor semaphores.
 // The stores that have elections and semaphores, for `dlock run --elect`
 // and `--permits`: the embedded default (no server at all), and redis://
 // and zk:// where they are built.

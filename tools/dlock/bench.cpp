@@ -287,7 +287,7 @@ void print_loop(const std::string& workload, const LoopConfig& c, const LoopResu
     for (auto s : r.shares) shares.push_back(std::to_string(s));
     std::cout << JsonObject()
                      .str("workload", workload)
-                     .str("backend", c.backend)
+                     .str("backend", printable_url(c.backend))
                      .integer("processes", c.processes)
                      .integer("threads", c.threads)
                      .boolean("fair", c.fair)
@@ -448,7 +448,7 @@ int failover_bench(const BenchArgs& args, const std::string& backend, std::chron
     for (double t : took_ms) each.push_back(std::to_string(t));
     std::cout << JsonObject()
                      .str("workload", "failover")
-                     .str("backend", backend)
+                     .str("backend", printable_url(backend))
                      .integer("rounds", static_cast<std::int64_t>(took_ms.size()))
                      .integer("lease_ms", lease.count())
                      .num("failover_ms_p50", p50, 3)
@@ -458,7 +458,7 @@ int failover_bench(const BenchArgs& args, const std::string& backend, std::chron
               << "\n";
     return 0;
   }
-  std::printf("dlock bench failover — %s, %zu rounds, lease %lld ms\n", backend.c_str(), took_ms.size(),
+  std::printf("dlock bench failover — %s, %zu rounds, lease %lld ms\n", printable_url(backend).c_str(), took_ms.size(),
               static_cast<long long>(lease.count()));
   std::printf("  leader SIGKILLed → successor leads: p50 %.1f ms, max %.1f ms\n", p50, worst);
   return 0;

@@ -27,6 +27,10 @@ void add_bench(CLI::App& app, int& status);
 // ($XDG_RUNTIME_DIR/dlock, or /tmp/dlock-<uid>).
 std::string default_backend();
 
+// A store URL fit to print: its password replaced by "***" (the text as
+// given if it does not parse).
+std::string printable_url(const std::string& url);
+
 // Parses "500ms", "10s", "2m"; throws CLI::ValidationError naming `option`.
 std::chrono::milliseconds duration_arg(const std::string& text, std::string_view option);
 

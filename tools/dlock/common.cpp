@@ -1,6 +1,7 @@
 #include "commands.h"
 
 #include "core/duration.h"
+#include "core/url.h"
 
 #include <unistd.h>
 
@@ -14,6 +15,11 @@ std::string default_backend() {
   if (const char* run = std::getenv("XDG_RUNTIME_DIR"); run && *run == '/')
     return std::string("file://") + run + "/dlock";
   return "file:///tmp/dlock-" + std::to_string(::getuid());
+}
+
+std::string printable_url(const std::string& url) {
+  auto parsed = detail::parse_url(url);
+  return parsed ? parsed->redacted() : url;
 }
 
 std::chrono::milliseconds duration_arg(const std::string& text, std::string_view option) {

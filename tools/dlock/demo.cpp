@@ -70,6 +70,16 @@ std::string verdict(const SaleResult& r, std::int64_t stock, const SaleResult* d
              ": exact — baseline, no lock at all: one conditional decrement in the store. When the store can "
              "check and write in one step, a lock is the wrong tool; use one when the critical section spans "
              "several steps or systems.";
+    case SaleMode::pessimistic:
+      return name +
+             ": exact, no distributed lock — the database's row lock (SELECT … FOR UPDATE) held for the order's "
+             "transaction. Right when the stock and the order's writes live in that one database.";
+    case SaleMode::optimistic:
+      std::snprintf(buf, sizeof buf,
+                    "%s: exact, no lock — a version check on the UPDATE; %llu sales were redone after losing a race "
+                    "(cheap when conflicts are rare, wasteful under a flash sale's contention).",
+                    name.c_str(), static_cast<unsigned long long>(r.retries));
+      return buf;
   }
   return name;
 }
@@ -87,13 +97,22 @@ int demo(const DemoArgs& args) {
   config.stock_in = args.stock_in.empty() ? default_stock_store(config.backend) : args.stock_in;
   if (config.time_limit.count() <= 0) throw CLI::ValidationError("--time-limit: must be > 0");
 
+  // pessimistic and optimistic need a database to keep the stock in.
+  const bool transactions = config.stock_in == "postgres";
   std::vector<SaleMode> modes;
   for (const auto& m : args.modes) {
     auto mode = parse_sale_mode(m);
-    if (!mode) throw CLI::ValidationError("--modes: unknown mode '" + m + "' (none, local, dlock, segmented, atomic)");
+    if (!mode)
+      throw CLI::ValidationError("--modes: unknown mode '" + m +
+                                 "' (none, local, dlock, segmented, atomic, pessimistic, optimistic)");
+    if (needs_transactions(*mode) && !transactions)
+      throw CLI::ValidationError("--modes: '" + m + "' needs the stock in a database (a postgres:// --backend); it is in " +
+                                 config.stock_in);
     modes.push_back(*mode);
   }
-  if (modes.empty()) modes.assign(std::begin(all_sale_modes), std::end(all_sale_modes));
+  if (modes.empty())
+    for (SaleMode m : all_sale_modes)
+      if (transactions || !needs_transactions(m)) modes.push_back(m);
 
   if (config.threads < 2 && std::find(modes.begin(), modes.end(), SaleMode::local) != modes.end())
     std::fprintf(stderr, "dlock demo: note: with --threads 1 the per-process mutex of mode 'local' is never contended\n");
@@ -101,8 +120,8 @@ int demo(const DemoArgs& args) {
     std::printf("dlock demo — flash sale: %lld items of one product, %d processes × %d buyer threads, %s of "
                 "simulated work per order (read → work → write)\nbackend: %s   stock in: %s\n\n",
                 static_cast<long long>(config.stock), config.processes, config.threads, args.work.c_str(),
-                config.backend.c_str(), config.stock_in.c_str());
-    std::printf("%-10s %8s %9s %10s %9s %9s %10s\n", "mode", "orders", "oversold", "orders/s", "p50 ms", "p99 ms",
+                printable_url(config.backend).c_str(), config.stock_in.c_str());
+    std::printf("%-12s %8s %9s %10s %9s %9s %10s\n", "mode", "orders", "oversold", "orders/s", "p50 ms", "p99 ms",
                 "stock left");
     std::fflush(stdout);
   }
@@ -112,7 +131,7 @@ int demo(const DemoArgs& args) {
     results.push_back(run_sale(config, mode));
     const auto& r = results.back();
     if (!args.json) {
-      std::printf("%-10s %8llu %9lld %10.0f %9.3f %9.3f %10lld%s\n", to_string(mode),
+      std::printf("%-12s %8llu %9lld %10.0f %9.3f %9.3f %10lld%s\n", to_string(mode),
                   static_cast<unsigned long long>(r.orders), static_cast<long long>(r.oversold), r.orders_per_s,
                   to_us(r.p50) / 1e3, to_us(r.p99) / 1e3, static_cast<long long>(r.stock_left),
                   r.time_limit_hit ? "  (time limit)" : "");
@@ -126,6 +145,7 @@ int demo(const DemoArgs& args) {
   bool broken = false;
   for (const auto& r : results)
     if (r.mode != SaleMode::none && r.mode != SaleMode::local && !r.exact(config.stock)) broken = true;
+  // (pessimistic, optimistic and atomic must be exact too: the database protects them.)
 
   if (args.json) {
     std::cout << sale_json(config, results, {}) << "\n";
@@ -153,14 +173,17 @@ void add_demo(CLI::App& app, int& status) {
   cmd->add_option("--segments", args->segments, "Segments in segmented mode (default 8)")
       ->check(CLI::Range(1, max_segments));
   cmd->add_option("--time-limit", args->time_limit, "Hard limit per mode; reported if hit (default 60s)");
-  cmd->add_option("--modes", args->modes, "Comma-separated: none,local,dlock,segmented,atomic (default all)")
+  cmd->add_option("--modes", args->modes,
+                  "Comma-separated: none,local,dlock,segmented,atomic, and with the stock in a database "
+                  "pessimistic,optimistic (default all the store can do)")
       ->delimiter(',');
   cmd->add_option("--stock-in", args->stock_in,
-                  "Where the stock lives: memory (shared by the worker processes) or redis (the backend's server); "
-                  "default: redis for redis:// backends, else memory")
+                  "Where the stock lives: memory (shared by the worker processes), redis (the backend's server) or "
+                  "postgres (a db_stock table in the backend's database); default: the backend's store, else memory")
       ->check(CLI::IsMember(stock_store_kinds()));
   cmd->add_flag("--json", args->json, "Print one JSON object");
-  cmd->footer("Exit status: 0; 1 if a locking mode (dlock, segmented, atomic) did not sell exactly the stock;\n"
+  cmd->footer("Exit status: 0; 1 if a protected mode (dlock, segmented, atomic, pessimistic, optimistic) did not sell\n"
+              "exactly the stock;\n"
               "70 if a worker process failed or crashed.");
   cmd->callback([args, &status] { status = demo(*args); });
 }

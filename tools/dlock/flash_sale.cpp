@@ -143,6 +143,16 @@ void run_buyers(ProcessGroup& group, const SaleConfig& config, SaleMode mode, in
           return true;
         });
         break;
+      case SaleMode::pessimistic:
+        buyer_loop(slot, deadline, [&](steady::time_point) -> std::optional<bool> {
+          return store.stock().take_for_update([&] { simulate_work(config.work); });
+        });
+        break;
+      case SaleMode::optimistic:
+        buyer_loop(slot, deadline, [&](steady::time_point) -> std::optional<bool> {
+          return store.stock().take_optimistic([&] { simulate_work(config.work); }, slot.retries);
+        });
+        break;
     }
   });
 }
@@ -156,6 +166,8 @@ const char* to_string(SaleMode mode) {
     case SaleMode::dlock: return "dlock";
     case SaleMode::segmented: return "segmented";
     case SaleMode::atomic: return "atomic";
+    case SaleMode::pessimistic: return "pessimistic";
+    case SaleMode::optimistic: return "optimistic";
   }
   return "?";
 }
@@ -182,6 +194,7 @@ SaleResult run_sale(const SaleConfig& config, SaleMode mode) {
     for (int t = 0; t < group.threads(); ++t) {
       const WorkerSlot& s = group.slot(p, t);
       mine += s.ops;
+      r.retries += s.retries;
       latency.merge(s.latency);
       if (static_cast<StopReason>(s.stopped_by) == StopReason::time_limit) r.time_limit_hit = true;
     }
@@ -237,6 +250,7 @@ std::string to_json(const SaleResult& r, std::int64_t stock) {
       .boolean("time_limit_hit", r.time_limit_hit)
       .raw("orders_by_process", json_array(shares))
       .num("jain", jain_index(r.per_process), 3)
+      .uinteger("retries", r.retries)
       .text();
 }
 
@@ -245,7 +259,7 @@ std::string sale_json(const SaleConfig& config, const std::vector<SaleResult>& r
   for (const auto& r : results) items.push_back(to_json(r, config.stock));
   JsonObject json;
   if (!workload.empty()) json.str("workload", workload);
-  return json.str("backend", config.backend)
+  return json.str("backend", printable_url(config.backend))
       .str("stock_in", config.stock_in)
       .integer("processes", config.processes)
       .integer("threads", config.threads)

@@ -3,7 +3,8 @@
 //
 // P worker processes × T threads ("buyers") sell `stock` items of one
 // product. The stock lives in a store every process sees (shared memory, or
-// the Redis server of a redis:// backend: stock_store.h); selling one
+// the Redis server of a redis:// backend, or a PostgreSQL table:
+// stock_store.h); selling one
 // item is read → simulated work (a sleep, like the database call in the
 // write-ups) → write, so without mutual exclusion two buyers read the same
 // value and one sale is lost: the shop sells more than it has. Every buyer
@@ -26,12 +27,19 @@ enum class SaleMode {
   dlock,      // one dlock::Mutex for the product, held per purchase
   segmented,  // the stock split into segments, one dlock::Mutex each
   atomic,     // one conditional decrement (CAS loop) in the store, no lock
+  pessimistic,  // SQL stores: SELECT … FOR UPDATE, work, UPDATE, in one transaction
+  optimistic,   // SQL stores: read stock and version, work, UPDATE … WHERE version = read, retried
 };
 
 const char* to_string(SaleMode mode);
 std::optional<SaleMode> parse_sale_mode(std::string_view name);
-inline constexpr SaleMode all_sale_modes[] = {SaleMode::none, SaleMode::local, SaleMode::dlock, SaleMode::segmented,
-                                              SaleMode::atomic};
+inline constexpr SaleMode all_sale_modes[] = {SaleMode::none,   SaleMode::local,       SaleMode::dlock,
+                                              SaleMode::segmented, SaleMode::atomic, SaleMode::pessimistic,
+                                              SaleMode::optimistic};
+// Whether a mode needs a store with transactions (a database).
+inline bool needs_transactions(SaleMode mode) {
+  return mode == SaleMode::pessimistic || mode == SaleMode::optimistic;
+}
 
 struct SaleConfig {
   std::string backend;                          // store URL for dlock and segmented
@@ -59,6 +67,7 @@ struct SaleResult {
   std::chrono::nanoseconds max{};  // the slowest order (within the histogram's ~3%)
   bool time_limit_hit = false;
   std::vector<std::uint64_t> per_process;  // orders by process
+  std::uint64_t retries = 0;               // optimistic: sales redone after losing a race
   // Sold exactly the stock, no more, no less, and finished.
   bool exact(std::int64_t stock) const {
     return !time_limit_hit && oversold == 0 && stock_left == 0 && orders == static_cast<std::uint64_t>(stock);

@@ -33,6 +33,7 @@ using steady = std::chrono::steady_clock;
 struct WorkerSlot {
   std::uint64_t ops;             // completed operations (orders, lock+unlock, pings)
   std::uint64_t private_counter; // a counter only this thread's key protects (many-keys)
+  std::uint64_t retries;         // optimistic sales redone after losing a race
   std::int64_t end_ns;           // steady_clock time the loop ended
   std::uint32_t stopped_by;      // a StopReason
   LatencyHistogram latency;      // per operation, or time spent in lock()

@@ -4,11 +4,16 @@
 
 #include <atomic>
 #include <stdexcept>
+#include <vector>
 
-#ifdef DLOCK_TOOL_WITH_REDIS
+#if defined(DLOCK_TOOL_WITH_REDIS) || defined(DLOCK_TOOL_WITH_POSTGRES)
 #include "core/url.h"
-
+#endif
+#ifdef DLOCK_TOOL_WITH_REDIS
 #include <hiredis.h>
+#endif
+#ifdef DLOCK_TOOL_WITH_POSTGRES
+#include <libpq-fe.h>
 #endif
 
 namespace dlock::cli {
@@ -189,37 +194,228 @@ class RedisStore final : public StockStore {
 
 #endif  // DLOCK_TOOL_WITH_REDIS
 
+#ifdef DLOCK_TOOL_WITH_POSTGRES
+
+// One libpq connection to the database of a postgres:// URL (its dlock
+// options are not libpq's: only host, port, database, user, password and
+// schema are used).
+class PgStockConnection {
+ public:
+  explicit PgStockConnection(const std::string& url_text) {
+    auto url = detail::parse_url(url_text);
+    if (!url) throw std::runtime_error(url.status().message());
+    std::vector<std::pair<std::string, std::string>> params = {
+        {"host", url->endpoints.empty() ? "" : url->endpoints[0].host},
+        {"port", std::to_string(url->endpoints.empty() ? 5432 : url->endpoints[0].port.value_or(5432))},
+        {"dbname", url->path.size() > 1 ? url->path.substr(1) : ""},
+        {"connect_timeout", "10"}};
+    if (url->user) params.emplace_back("user", *url->user);
+    if (url->password) params.emplace_back("password", *url->password);
+    if (auto schema = url->query.find("schema"); schema != url->query.end()) {
+      schema_ = schema->second;
+      if (schema_.empty() || schema_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+        throw std::runtime_error("stock store: schema '" + schema_ + "' must be lower-case letters, digits or '_'");
+      params.emplace_back("options", "-c search_path=" + schema_);
+    }
+    std::vector<const char*> keys, values;
+    for (const auto& [k, v] : params) {
+      keys.push_back(k.c_str());
+      values.push_back(v.c_str());
+    }
+    keys.push_back(nullptr);
+    values.push_back(nullptr);
+    conn_ = PQconnectdbParams(keys.data(), values.data(), 0);
+    if (PQstatus(conn_) != CONNECTION_OK)
+      throw std::runtime_error("stock store: cannot connect to " + url->redacted() + ": " + PQerrorMessage(conn_));
+    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+  }
+  ~PgStockConnection() { PQfinish(conn_); }
+
+  // The URL's schema=, or empty.
+  const std::string& schema() const noexcept { return schema_; }
+  PgStockConnection(const PgStockConnection&) = delete;
+  PgStockConnection& operator=(const PgStockConnection&) = delete;
+
+  // Runs `sql`; the first column of the first row (0 if none), and in
+  // `changed` the rows an UPDATE changed. Throws on an error.
+  std::int64_t run(const std::string& sql, const std::vector<std::string>& params = {},
+                   std::int64_t* changed = nullptr) {
+    auto first = row(sql, params, changed);
+    return first.empty() ? 0 : first[0];
+  }
+
+  // The first row's columns as numbers (empty if no row).
+  std::vector<std::int64_t> row(const std::string& sql, const std::vector<std::string>& params,
+                                std::int64_t* changed = nullptr) {
+    std::vector<const char*> values;
+    for (const auto& p : params) values.push_back(p.c_str());
+    PGresult* r = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                               nullptr, 0);
+    const auto status = PQresultStatus(r);
+    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
+      std::string message = PQresultErrorMessage(r);
+      PQclear(r);
+      throw std::runtime_error("stock store: PostgreSQL said " + message);
+    }
+    std::vector<std::int64_t> out;
+    if (status == PGRES_TUPLES_OK && PQntuples(r) > 0)
+      for (int c = 0; c < PQnfields(r); ++c) out.push_back(std::atoll(PQgetvalue(r, 0, c)));
+    if (changed) *changed = std::atoll(PQcmdTuples(r));
+    PQclear(r);
+    return out;
+  }
+
+ private:
+  PGconn* conn_ = nullptr;
+  std::string schema_;
+};
+
+// The documents' stock table.
+constexpr const char* stock_table =
+    "CREATE TABLE IF NOT EXISTS db_stock (sku TEXT PRIMARY KEY, stock BIGINT NOT NULL, version BIGINT NOT NULL)";
+
+class PgCell final : public StockCell {
+ public:
+  PgCell(PgStockConnection& connection, std::string sku) : connection_(connection), sku_(std::move(sku)) {}
+  std::int64_t read() override { return connection_.run("SELECT stock FROM db_stock WHERE sku = $1", {sku_}); }
+  void write(std::int64_t value) override {
+    connection_.run("UPDATE db_stock SET stock = $2 WHERE sku = $1", {sku_, std::to_string(value)});
+  }
+  bool take_if_positive() override {
+    std::int64_t changed = 0;
+    connection_.run("UPDATE db_stock SET stock = stock - 1 WHERE sku = $1 AND stock > 0", {sku_}, &changed);
+    return changed == 1;
+  }
+  bool take_for_update(const std::function<void()>& work) override {
+    connection_.run("BEGIN");
+    try {
+      const std::int64_t left = connection_.run("SELECT stock FROM db_stock WHERE sku = $1 FOR UPDATE", {sku_});
+      if (left > 0) {
+        work();
+        write(left - 1);
+      }
+      connection_.run("COMMIT");
+      return left > 0;
+    } catch (...) {
+      connection_.run("ROLLBACK");
+      throw;
+    }
+  }
+  bool take_optimistic(const std::function<void()>& work, std::uint64_t& retries) override {
+    for (;;) {
+      const auto seen = connection_.row("SELECT stock, version FROM db_stock WHERE sku = $1", {sku_});
+      if (seen.size() != 2 || seen[0] <= 0) return false;
+      work();
+      std::int64_t changed = 0;
+      connection_.run("UPDATE db_stock SET stock = $2, version = version + 1 WHERE sku = $1 AND version = $3",
+                      {sku_, std::to_string(seen[0] - 1), std::to_string(seen[1])}, &changed);
+      if (changed == 1) return true;
+      ++retries;  // someone sold in between: read again
+    }
+  }
+
+ private:
+  PgStockConnection& connection_;
+  std::string sku_;
+};
+
+class PgView final : public StockView {
+ public:
+  PgView(const std::string& url, const std::string& product) : connection_(url), stock_(connection_, product + ":stock") {
+    for (int i = 0; i < max_segments; ++i) segments_.emplace_back(connection_, segment_sku(product, i));
+  }
+  StockCell& stock() override { return stock_; }
+  StockCell& segment(int i) override { return segments_.at(static_cast<std::size_t>(i)); }
+  static std::string segment_sku(const std::string& product, int i) { return product + ":stock:seg:" + std::to_string(i); }
+
+ private:
+  PgStockConnection connection_;
+  PgCell stock_;
+  std::vector<PgCell> segments_;
+};
+
+class PgStore final : public StockStore {
+ public:
+  PgStore(std::string url, std::string product) : url_(std::move(url)), product_(std::move(product)) {}
+  void fill(std::int64_t stock, int segments) override {
+    PgStockConnection c(url_);
+    if (!c.schema().empty()) c.run("CREATE SCHEMA IF NOT EXISTS " + c.schema());
+    c.run(stock_table);
+    auto put = [&](const std::string& sku, std::int64_t n) {
+      c.run("INSERT INTO db_stock (sku, stock, version) VALUES ($1, $2, 0) "
+            "ON CONFLICT (sku) DO UPDATE SET stock = excluded.stock, version = 0",
+            {sku, std::to_string(n)});
+    };
+    put(product_ + ":stock", segments ? 0 : stock);
+    for (int i = 0; i < segments; ++i)
+      put(PgView::segment_sku(product_, i), stock / segments + (i < stock % segments ? 1 : 0));
+  }
+  std::int64_t left(int segments) override {
+    PgStockConnection c(url_);
+    std::int64_t sum = c.run("SELECT stock FROM db_stock WHERE sku = $1", {product_ + ":stock"});
+    for (int i = 0; i < segments; ++i)
+      sum += c.run("SELECT stock FROM db_stock WHERE sku = $1", {PgView::segment_sku(product_, i)});
+    return sum;
+  }
+  std::unique_ptr<StockView> view() override { return std::make_unique<PgView>(url_, product_); }
+  void clear(int) override {
+    PgStockConnection c(url_);
+    c.run("DELETE FROM db_stock WHERE sku = $1 OR starts_with(sku, $2)", {product_ + ":stock", product_ + ":stock:seg:"});
+  }
+  const char* kind() const override { return "postgres"; }
+
+ private:
+  std::string url_, product_;
+};
+
+#endif  // DLOCK_TOOL_WITH_POSTGRES
+
 }  // namespace
+
+bool StockCell::take_for_update(const std::function<void()>&) {
+  throw std::runtime_error("pessimistic: this stock store has no transactions (use a postgres:// backend)");
+}
+
+bool StockCell::take_optimistic(const std::function<void()>&, std::uint64_t&) {
+  throw std::runtime_error("optimistic: this stock store has no transactions (use a postgres:// backend)");
+}
 
 std::size_t memory_store_bytes() { return sizeof(MemoryCells); }
 
-std::unique_ptr<StockStore> open_stock_store(const std::string& kind, void* shared, const std::string& redis_url,
+std::unique_ptr<StockStore> open_stock_store(const std::string& kind, void* shared, const std::string& store_url,
                                              const std::string& product) {
   if (kind == "memory") return std::make_unique<MemoryStore>(shared);
 #ifdef DLOCK_TOOL_WITH_REDIS
-  if (kind == "redis") return std::make_unique<RedisStore>(redis_url, product);
-#else
-  (void)redis_url;
-  (void)product;
+  if (kind == "redis") return std::make_unique<RedisStore>(store_url, product);
 #endif
+#ifdef DLOCK_TOOL_WITH_POSTGRES
+  if (kind == "postgres") return std::make_unique<PgStore>(store_url, product);
+#endif
+  (void)store_url;
+  (void)product;
   throw std::runtime_error("--stock-in: unknown store '" + kind + "'");
 }
 
 std::string default_stock_store(const std::string& backend) {
 #ifdef DLOCK_TOOL_WITH_REDIS
   if (backend.starts_with("redis://") || backend.starts_with("redis+unix://")) return "redis";
-#else
-  (void)backend;
 #endif
+#ifdef DLOCK_TOOL_WITH_POSTGRES
+  if (backend.starts_with("postgres://") || backend.starts_with("postgresql://")) return "postgres";
+#endif
+  (void)backend;
   return "memory";
 }
 
 std::vector<std::string> stock_store_kinds() {
+  std::vector<std::string> kinds = {"memory"};
 #ifdef DLOCK_TOOL_WITH_REDIS
-  return {"memory", "redis"};
-#else
-  return {"memory"};
+  kinds.push_back("redis");
 #endif
+#ifdef DLOCK_TOOL_WITH_POSTGRES
+  kinds.push_back("postgres");
+#endif
+  return kinds;
 }
 
 }  // namespace dlock::cli

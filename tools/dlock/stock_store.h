@@ -1,7 +1,11 @@
 // stock_store.h — where the flash sale keeps its stock.
 //
 // "memory": a file mapped MAP_SHARED by every worker process (the default
-// for the one-host backends). "redis": keys in the Redis server the lock
+// for the one-host backends). "postgres": a row per cell in the table
+// db_stock (sku, stock, version) of the backend's database (the default for
+// postgres:// backends), where the database alone can also protect the
+// stock: a row lock (pessimistic), a version check (optimistic) or one
+// conditional UPDATE (atomic). "redis": keys in the Redis server the lock
 // backend already uses (the default for redis:// backends), so the sale
 // does what a real service does — GET, work, SET in the shared store — and
 // is comparable with a Redis client library doing the same.
@@ -13,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +30,14 @@ class StockCell {
   virtual std::int64_t read() = 0;
   virtual void write(std::int64_t value) = 0;
   virtual bool take_if_positive() = 0;
+  // Stores with transactions (a database) only; the others throw.
+  // One item in one transaction that locks the row: SELECT … FOR UPDATE,
+  // `work`, UPDATE. False if it was empty.
+  virtual bool take_for_update(const std::function<void()>& work);
+  // One item by compare-and-set on a version column: read stock and
+  // version, `work`, UPDATE … WHERE version is still the one read; a lost
+  // race is counted in `retries` and redone. False if it was empty.
+  virtual bool take_optimistic(const std::function<void()>& work, std::uint64_t& retries);
 };
 
 // The cells one buyer thread uses (a Redis store gives each thread its own
@@ -51,13 +64,15 @@ class StockStore {
 };
 
 // `kind` is "memory" (cells live at `shared`, an area of at least
-// memory_store_bytes() mapped by every worker) or "redis" (keys named after
-// `product` in the server of `redis_url`). Throws std::runtime_error.
-std::unique_ptr<StockStore> open_stock_store(const std::string& kind, void* shared, const std::string& redis_url,
+// memory_store_bytes() mapped by every worker), "redis" (keys named after
+// `product` in the server of `store_url`) or "postgres" (rows of the table
+// db_stock in the database of `store_url`). Throws std::runtime_error.
+std::unique_ptr<StockStore> open_stock_store(const std::string& kind, void* shared, const std::string& store_url,
                                              const std::string& product);
 std::size_t memory_store_bytes();
 
-// "redis" if `backend` is a redis URL and this build can talk to Redis, else "memory".
+// "redis" or "postgres" if `backend` is such a URL and this build can talk
+// to that store, else "memory".
 std::string default_stock_store(const std::string& backend);
 // The stores this build has.
 std::vector<std::string> stock_store_kinds();

@@ -51,9 +51,12 @@ constexpr sql::Override overrides[] = {
      "INSERT INTO dlock_holds (name, kind, owner, mode, token, expires_at, data, holder) "
      "VALUES (?1, ?2, ?3, ?4, ?5, {now} + ?6, ?7, ?8) ON DUPLICATE KEY UPDATE "
      "token = VALUES(token), expires_at = VALUES(expires_at), data = VALUES(data), holder = VALUES(holder)"},
+    // INSERT ... SELECT: MySQL refuses a VALUES subquery on the table it
+    // inserts into.
     {sql::Stmt::enqueue,
      "INSERT INTO dlock_waiters (name, kind, owner, mode, since, expires_at, wake, lease, data, holder) "
-     "VALUES (?1, ?2, ?3, ?4, {now}, {now} + ?5, ?6, ?7, ?8, ?9) ON DUPLICATE KEY UPDATE "
+     "SELECT ?1, ?2, ?3, ?4, CASE WHEN MAX(since) IS NULL OR MAX(since) < {now} THEN {now} ELSE MAX(since) + 1 END, "
+     "{now} + ?5, ?6, ?7, ?8, ?9 FROM dlock_waiters WHERE name = ?1 AND kind = ?2 ON DUPLICATE KEY UPDATE "
      "mode = VALUES(mode), expires_at = VALUES(expires_at), wake = VALUES(wake), lease = VALUES(lease), "
      "data = VALUES(data), holder = VALUES(holder)"},
     {sql::Stmt::ping, "INSERT INTO dlock_ping (id, at) VALUES (1, {now}) ON DUPLICATE KEY UPDATE at = VALUES(at)"},

@@ -1,6 +1,7 @@
 #include "backends/postgres/connection.h"
 
 #include "backends/postgres/errors.h"
+#include "backends/postgres/spelling.h"
 
 #include <libpq-fe.h>
 #include <poll.h>
@@ -11,14 +12,6 @@
 
 namespace dlock::detail::postgres {
 namespace {
-
-// The recipe writes ?1, ?2, ...; PostgreSQL numbers parameters $1, $2, ...
-std::string numbered(std::string_view sql) {
-  std::string out(sql);
-  for (std::size_t i = 0; i + 1 < out.size(); ++i)
-    if (out[i] == '?' && out[i + 1] >= '0' && out[i + 1] <= '9') out[i] = '$';
-  return out;
-}
 
 int millis_until(steady::time_point deadline) {
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - steady::now()).count();

@@ -29,6 +29,7 @@
 #include "backends/postgres/connection.h"
 #include "backends/postgres/listener.h"
 #include "backends/postgres/session_locks.h"
+#include "backends/postgres/spelling.h"
 #include "backends/sql/slot_pool.h"
 #include "backends/sql/table_backend.h"
 #include "core/driver.h"
@@ -46,16 +47,6 @@ namespace {
 using namespace postgres;
 using std::chrono::milliseconds;
 
-const sql::DialectSpelling spelling = {
-    .name = "postgres",
-    .begin = "BEGIN",
-    .now_ms = "(extract(epoch from clock_timestamp()) * 1000)::bigint",
-    .starts_with = "starts_with(name, ?1)",
-    .text_type = "TEXT",
-    .table_suffix = "",
-    .notify_heads = "WITH h AS (%s) SELECT owner, mode, wake, "
-                    "pg_notify('dlock_' || wake, owner || chr(10) || ?2 || chr(10) || ?1) FROM h",
-};
 
 struct Config {
   ConnectInfo connect;

@@ -107,10 +107,14 @@ constexpr Text texts[] = {
      "VALUES (?1, ?2, ?3, ?4, ?5, {now} + ?6, ?7, ?8) ON CONFLICT (name, kind, owner, mode) DO UPDATE SET "
      "token = excluded.token, expires_at = excluded.expires_at, data = excluded.data, holder = excluded.holder"},
     // ?3 owner, ?4 mode, ?5 ms to live, ?6 wake address, ?7 lease ms,
-    // ?8 data, ?9 holder. Keeps `since`.
+    // ?8 data, ?9 holder. Keeps `since`. A new entry's `since` is later than
+    // every other of its lock's (now, or the last one's + 1 ms): two entries
+    // never tie, so the queue's order is the order they came in.
     {Stmt::enqueue, "queueing",
      "INSERT INTO dlock_waiters (name, kind, owner, mode, since, expires_at, wake, lease, data, holder) "
-     "VALUES (?1, ?2, ?3, ?4, {now}, {now} + ?5, ?6, ?7, ?8, ?9) ON CONFLICT (name, kind, owner) DO UPDATE SET "
+     "VALUES (?1, ?2, ?3, ?4, (SELECT CASE WHEN MAX(since) IS NULL OR MAX(since) < {now} THEN {now} "
+     "ELSE MAX(since) + 1 END FROM dlock_waiters WHERE name = ?1 AND kind = ?2), "
+     "{now} + ?5, ?6, ?7, ?8, ?9) ON CONFLICT (name, kind, owner) DO UPDATE SET "
      "mode = excluded.mode, expires_at = excluded.expires_at, wake = excluded.wake, lease = excluded.lease, "
      "data = excluded.data, holder = excluded.holder"},
     // ?3 owner
