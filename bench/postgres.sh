@@ -11,9 +11,10 @@
 #       dlock's three pipelined batches with no decision logic — run before and after (b), since
 #       the machine's load moves it;
 #   (b) dlock bench --workload uncontended: lock+unlock/s, and its ratio to (a)'s table pairs
-#       (the mean of the two passes; target >= 0.7);
+#       (the mean of the two passes; target >= 0.7); the same in mode=session, against (a)'s
+#       advisory pairs;
 #   (c) dlock bench --workload contended, 4 processes x 1 thread and x 2 on one lock, with the
-#       default options and with --fair: ops/s, acquire p50/p99, owner changes/s, wake-ups per
+#       default options, with --fair and in mode=session: ops/s, acquire p50/p99, owner changes/s, wake-ups per
 #       owner change, Jain, lost updates (must be 0);
 #   (d) bench/peers/tooz_peer.py --url: tooz's postgresql driver (a session advisory lock on a new
 #       connection per acquisition), the same 4 x 1 and 4 x 2; dlock's ratio to it (target >= 2);
@@ -108,6 +109,8 @@ measure() {
 measure raw "the raw limit, pass 1" "$raw_bin" --seconds "$seconds" "$url"
 measure dlock "dlock bench uncontended" "$dlock_bin" bench --backend "$url" --workload uncontended \
   --seconds "${seconds}s" --json
+measure dlock "dlock bench uncontended, session mode" "$dlock_bin" bench --backend "$url?mode=session" \
+  --workload uncontended --seconds "${seconds}s" --json
 measure raw "the raw limit, pass 2" "$raw_bin" --seconds "$seconds" "$url"
 
 # --- (c) dlock under contention -------------------------------------------------------------
@@ -117,6 +120,8 @@ for threads in 1 2; do
     measure dlock "dlock bench contended 4x$threads ${options:-default}" "$dlock_bin" bench --backend "$url" \
       --workload contended --processes 4 --threads "$threads" --seconds "${seconds}s" $options --json
   done
+  measure dlock "dlock bench contended 4x$threads session mode" "$dlock_bin" bench --backend "$url?mode=session" \
+    --workload contended --processes 4 --threads "$threads" --seconds "${seconds}s" --json
 done
 
 # --- (d) tooz --------------------------------------------------------------------------------
@@ -170,9 +175,12 @@ for r in (r for r in rows if r["who"] != "raw"):
     if r["who"] == "tooz":
         options, ratio = "advisory", ""
     else:
-        options = "fair" if r.get("fair") else "default"
+        session = "mode=session" in r.get("backend", "")
+        options = "session" if session else "fair" if r.get("fair") else "default"
         if r["workload"] == "uncontended":
-            ratio = "%.2f raw" % (r["ops_per_s"] / table) if table else ""
+            # Session mode's raw limit: advisory lock+unlock pairs on one connection.
+            limit = raw_mean("advisory-pairs") if session else table
+            ratio = "%.2f raw" % (r["ops_per_s"] / limit) if limit else ""
         else:
             peer = next((t for t in tooz if same(t, r)), None)
             ratio = "%.2f× tooz" % (r["ops_per_s"] / peer["ops_per_s"]) if peer and peer["ops_per_s"] else ""
@@ -184,7 +192,8 @@ for r in (r for r in rows if r["who"] != "raw"):
                  "%.3f" % wake if contended and wake is not None else "-", "%.0f" % r["release_p50_us"],
                  "%.3f" % r["jain"] if contended else "-", r["lost_updates"], xacts_per_op(r), ratio))
     failed = failed or r["lost_updates"] != 0
-u = next((r for r in rows if r["who"] == "dlock" and r["workload"] == "uncontended"), None)
+u = next((r for r in rows if r["who"] == "dlock" and r["workload"] == "uncontended"
+          and "mode=session" not in r.get("backend", "")), None)
 if u and table:
     look, take, rel = (raw_mean("table-pairs", f) for f in ("look_p50_us", "take_p50_us", "release_p50_us"))
     print("\nuncontended: dlock %.0f lock+unlock/s = %.2f × the raw table-mode pairs (target 0.7); lock() p50 %.0f us "

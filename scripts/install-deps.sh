@@ -15,6 +15,8 @@
 # python3-tooz: the file:// benchmark's peer (bench/peers/tooz_peer.py).
 # python3-psycopg2: tooz's postgresql driver, bench/postgres.sh's peer (the same tooz_peer.py).
 # libpq-dev, postgresql: the postgres:// backend and the throw-away server its tests start.
+# libmariadb-dev (MariaDB Connector/C) and mariadb-server: the mysql:// backend and
+# the server its tests start (scripts/mariadb-server.sh).
 set -euo pipefail
 
 packages=(
@@ -31,6 +33,7 @@ packages=(
   libcpp-httplib-dev nginx-light apache2-utils
   clang libclang-rt-14-dev
   libasio-dev
+  libmariadb-dev mariadb-server
 )
 
 missing=()

@@ -409,6 +409,34 @@ TEST_P(Conformance, DestroyingTheClientReleasesItsLocks) {
   m.unlock();
 }
 
+// Names are compared byte for byte wherever they are stored (a SQL
+// column's collation, a key, a file name): names that differ only in case,
+// or only in the last byte of the longest name allowed, are two locks.
+TEST_P(Conformance, NamesThatDifferAreDifferentLocks) {
+  auto a = client(), b = client();
+  auto upper = a->mutex(lock_name() + "/Stock"), lower = b->mutex(lock_name() + "/stock");
+  ASSERT_TRUE(upper.try_lock());
+  EXPECT_TRUE(lower.try_lock()) << "names differing only in case collided";
+  lower.unlock();
+  upper.unlock();
+  const std::string common = lock_name() + "/" + std::string(511 - lock_name().size() - 1, 'n');
+  ASSERT_EQ((common + "1").size(), 512u);
+  std::optional<Mutex> first, second;
+  try {
+    first.emplace(a->mutex(common + "1"));
+    second.emplace(b->mutex(common + "2"));
+  } catch (const Error& e) {
+    // A backend may refuse a name longer than it can hold (file://: a file
+    // name's limit); what it accepts must not collide.
+    EXPECT_EQ(e.kind(), errc::invalid_argument) << e.what();
+    return;
+  }
+  ASSERT_TRUE(first->try_lock());
+  EXPECT_TRUE(second->try_lock()) << "512-byte names differing in their last byte collided";
+  second->unlock();
+  first->unlock();
+}
+
 TEST_P(Conformance, BadNamesAreRefusedBeforeAnyIo) {
   auto c = client();
   for (const std::string& bad : {std::string(), std::string(513, 'x'), std::string("a\nb"), std::string("\xc3\x28")}) {

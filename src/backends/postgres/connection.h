@@ -3,7 +3,7 @@
 // and batches sent as one pipeline (one round trip per batch).
 #pragma once
 
-#include "backends/sql/connection.h"
+#include "backends/sql/slot_pool.h"
 #include "core/driver.h"
 
 #include <functional>
@@ -24,7 +24,7 @@ struct ConnectInfo {
   std::string redacted_url;
 };
 
-class PgConnection final : public sql::Connection {
+class PgConnection final : public sql::PooledConnection {
  public:
   // Connects by `deadline`; with `dialect`, prepares its statements and
   // enters pipeline mode (a pool's connection), else stays plain (the
@@ -35,11 +35,8 @@ class PgConnection final : public sql::Connection {
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;
 
-  // The deadline of the call that uses the connection now.
-  void set_deadline(steady::time_point deadline) noexcept { deadline_ = deadline; }
-  // A call failed in a way that leaves the connection unusable (I/O error,
-  // deadline passed with a reply outstanding): it must be replaced.
-  bool broken() const noexcept { return broken_; }
+  void set_deadline(steady::time_point deadline) noexcept override { deadline_ = deadline; }
+  bool broken() const noexcept override { return broken_; }
 
   Result<std::vector<sql::Rows>> run(std::span<const sql::Call> calls) override;
 

@@ -30,6 +30,7 @@
 #include "backends/postgres/listener.h"
 #include "backends/postgres/session_locks.h"
 #include "backends/postgres/spelling.h"
+#include "backends/sql/slot_pool.h"
 #include "backends/sql/table_backend.h"
 #include "core/driver.h"
 #include "core/option_values.h"
@@ -110,77 +111,6 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   return c;
 }
 
-// The connections of one client: up to `size`, opened when first needed
-// and replaced when one breaks.
-class PgPool final : public sql::Pool {
- public:
-  PgPool(ConnectInfo info, std::shared_ptr<const sql::Dialect> dialect, int size, Events& events)
-      : info_(std::move(info)), dialect_(std::move(dialect)), events_(events),
-        slots_(static_cast<std::size_t>(size)) {}
-
-  Result<Lease> take(std::string_view step, steady::time_point deadline) override {
-    std::size_t index;
-    {
-      std::unique_lock lk(mu_);
-      auto free_slot = [&] {
-        for (std::size_t i = 0; i < slots_.size(); ++i)
-          if (!slots_[i].busy) return i;
-        return slots_.size();
-      };
-      if (!free_.wait_until(lk, deadline, [&] { return free_slot() < slots_.size(); }))
-        return Status(errc::unavailable, "postgres backend: " + std::string(step) +
-                                             ": every connection of this client stayed busy for longer than "
-                                             "ClientOptions::op_timeout (see the url's pool option)");
-      index = free_slot();
-      slots_[index].busy = true;
-    }
-    Slot& slot = slots_[index];  // ours until given back
-    if (!slot.conn || slot.conn->broken()) {
-      const bool was_open = slot.conn != nullptr;
-      slot.conn.reset();
-      auto fresh = PgConnection::open(info_, dialect_.get(), deadline);
-      if (!fresh) {
-        release(index);
-        return fresh.status();
-      }
-      slot.conn = std::move(*fresh);
-      if (was_open) events_.connection_restored("postgres connection");
-    }
-    slot.conn->set_deadline(deadline);
-    return Lease(slot.conn.get(), Give{this});
-  }
-
- private:
-  struct Slot {
-    std::unique_ptr<PgConnection> conn;
-    bool busy = false;  // guarded by mu_
-  };
-
-  void give_back(sql::Connection* c) noexcept override {
-    for (std::size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].conn.get() != c) continue;
-      if (slots_[i].conn->broken()) events_.connection_lost("postgres connection");
-      release(i);
-      return;
-    }
-  }
-
-  void release(std::size_t index) {
-    {
-      std::lock_guard lk(mu_);
-      slots_[index].busy = false;
-    }
-    free_.notify_one();
-  }
-
-  const ConnectInfo info_;
-  std::shared_ptr<const sql::Dialect> dialect_;
-  Events& events_;
-  std::mutex mu_;
-  std::condition_variable free_;
-  std::vector<Slot> slots_;  // size fixed; each slot's conn touched only by who has it busy
-};
-
 // The tables, made if missing (by one client at a time: an advisory lock
 // orders concurrent first connections). A user without the right to
 // create them gets the DDL to run.
@@ -225,7 +155,13 @@ Result<std::unique_ptr<Backend>> open_postgres_backend(const Url& url, const Cli
   return sql::make_table_backend(dialect, mailbox, config->table, [&](Events& events) -> Result<sql::Parts> {
     auto listener = Listener::start(config->connect, std::move(*first), mailbox, events, options.op_timeout);
     if (!listener) return listener.status();
-    return sql::Parts{std::make_unique<PgPool>(config->connect, dialect, config->pool, events),
+    auto open = [connect = config->connect](steady::time_point deadline)
+        -> Result<std::unique_ptr<sql::PooledConnection>> {
+      auto conn = PgConnection::open(connect, dialect.get(), deadline);
+      if (!conn) return conn.status();
+      return std::unique_ptr<sql::PooledConnection>(std::move(*conn));
+    };
+    return sql::Parts{std::make_unique<sql::SlotPool>("postgres", open, config->pool, events),
                       std::move(*listener)};
   });
 }

@@ -97,16 +97,25 @@ class SessionBackend final : public Backend, public LockDriver {
     if (!key) return key.status();
     auto conn = idle_connection(step);
     if (!conn) return conn.status();
-    const std::string params[] = {class_id_, *key};
-    auto got = (*conn)->query("SELECT pg_try_advisory_lock($1::int, $2::int)", params, step);
+    // One round trip: the lock, and if it was granted the next token and
+    // the lease as the session's idle limit (`l` is evaluated once: it is
+    // referenced twice, so it is materialised). A failure closes the
+    // connection, and with it a lock it may have got.
+    const std::string params[] = {class_id_, *key, request.name, std::to_string(request.lease.count())};
+    auto got = (*conn)->query(
+        "WITH l AS (SELECT pg_try_advisory_lock($1::int, $2::int) AS got), "
+        "t AS (INSERT INTO dlock_fences (name, kind, last_token, permits) SELECT $3, 'session', 1, 0 FROM l "
+        "WHERE got ON CONFLICT (name, kind) DO UPDATE SET last_token = dlock_fences.last_token + 1 "
+        "RETURNING last_token) "
+        "SELECT l.got, (SELECT last_token FROM t), "
+        "CASE WHEN l.got THEN set_config('idle_session_timeout', $4, false) END FROM l",
+        params, step);
     if (!got) return got.status();
     if (got->text(0, 0) != "t") {
       give_back(std::move(*conn));
       return Attempt(Busy{});
     }
-    auto grant = granted(request, std::move(*conn), *key, sent);
-    if (!grant) return grant.status();
-    return Attempt(std::move(*grant));
+    return Attempt(held(request, std::move(*conn), *key, sent, got->integer(0, 1)));
   }
 
   std::unique_ptr<Waiter> watch(const LockRequest& request) override {
@@ -282,8 +291,14 @@ class SessionBackend final : public Backend, public LockDriver {
         "SELECT last_token, set_config('idle_session_timeout', $2, false) FROM t",
         params, "issuing a fencing token for '" + request.name + "'");
     if (!token) return token.status();  // the connection (and the lock) go with it
+    return held(request, std::move(conn), key, sent, token->integer(0, 0));
+  }
+
+  // The grant of a lock `conn` holds, with its token.
+  static Grant held(const LockRequest& request, std::unique_ptr<PgConnection> conn, const std::string& key,
+                    steady::time_point sent, std::int64_t token) {
     Grant grant;
-    grant.token = static_cast<std::uint64_t>(token->integer(0, 0));
+    grant.token = static_cast<std::uint64_t>(token);
     grant.valid_until = sent + request.lease;
     auto hold = std::make_unique<SessionHold>();
     hold->conn = std::move(conn);

@@ -7,8 +7,9 @@ namespace dlock::detail::sql {
 namespace {
 
 // Markers a Dialect fills in: {now} (the store's clock in unix ms),
-// {starts_with} (name starts with ?1), {text} (a text column's type),
-// {suffix} (after a CREATE TABLE), {begin}.
+// {starts_with} (name starts with ?1), {text} (a text column's type), {key}
+// (the type of a text in a primary key), {suffix} (after a CREATE TABLE),
+// {begin}.
 //
 // dlock_holds    one row per hold: a mutex's or a leader's holder, a
 //                SharedMutex's writer or each reader, each permit out.
@@ -27,10 +28,10 @@ namespace {
 //                a hold handed to it carries (lease, data, holder).
 constexpr std::string_view schema_template = R"sql(
 CREATE TABLE IF NOT EXISTS dlock_holds (
-  name       {text} NOT NULL,
-  kind       {text} NOT NULL,
-  owner      {text} NOT NULL,
-  mode       {text} NOT NULL,
+  name       {key} NOT NULL,
+  kind       {key} NOT NULL,
+  owner      {key} NOT NULL,
+  mode       {key} NOT NULL,
   token      BIGINT NOT NULL,
   expires_at BIGINT NOT NULL,
   data       {text} NOT NULL,
@@ -38,16 +39,16 @@ CREATE TABLE IF NOT EXISTS dlock_holds (
   PRIMARY KEY (name, kind, owner, mode)
 ){suffix};
 CREATE TABLE IF NOT EXISTS dlock_fences (
-  name       {text} NOT NULL,
-  kind       {text} NOT NULL,
+  name       {key} NOT NULL,
+  kind       {key} NOT NULL,
   last_token BIGINT NOT NULL,
   permits    BIGINT NOT NULL,
   PRIMARY KEY (name, kind)
 ){suffix};
 CREATE TABLE IF NOT EXISTS dlock_waiters (
-  name       {text} NOT NULL,
-  kind       {text} NOT NULL,
-  owner      {text} NOT NULL,
+  name       {key} NOT NULL,
+  kind       {key} NOT NULL,
+  owner      {key} NOT NULL,
   mode       {text} NOT NULL,
   since      BIGINT NOT NULL,
   expires_at BIGINT NOT NULL,
@@ -58,8 +59,8 @@ CREATE TABLE IF NOT EXISTS dlock_waiters (
   PRIMARY KEY (name, kind, owner)
 ){suffix};
 CREATE TABLE IF NOT EXISTS dlock_counts (
-  name       {text} NOT NULL,
-  kind       {text} NOT NULL,
+  name       {key} NOT NULL,
+  kind       {key} NOT NULL,
   value      BIGINT NOT NULL,
   width      BIGINT NOT NULL,
   PRIMARY KEY (name, kind)
@@ -161,6 +162,13 @@ constexpr Text texts[] = {
      "SELECT data FROM dlock_holds WHERE name = ?1 AND kind = ?2 AND expires_at > {now}"},
     {Stmt::ping, "ping",
      "INSERT INTO dlock_ping (id, at) VALUES (1, {now}) ON CONFLICT (id) DO UPDATE SET at = excluded.at"},
+    // Where RETURNING is missing (Dialect::stand_in): what lock_fence returns.
+    {Stmt::read_fence, "reading the lock's fence row",
+     "SELECT last_token, permits FROM dlock_fences WHERE name = ?1 AND kind = ?2"},
+    // ... and what release returns (read under the fence row's lock).
+    {Stmt::read_release, "reading the hold to release",
+     "SELECT expires_at - {now} FROM dlock_holds WHERE name = ?1 AND kind = ?2 AND owner = ?3 AND mode = ?4 "
+     "AND token = ?5"},
     // ?3 value and ?4 width if missing -> value, width. Locks the row until
     // the transaction ends.
     {Stmt::lock_count, "locking the count",
@@ -175,8 +183,9 @@ static_assert(std::size(texts) == statement_count);
 
 std::string fill(std::string_view text, const DialectSpelling& d) {
   const std::pair<std::string_view, std::string_view> markers[] = {
-      {"{now}", d.now_ms}, {"{starts_with}", d.starts_with}, {"{text}", d.text_type},
-      {"{suffix}", d.table_suffix}, {"{begin}", d.begin}};
+      {"{now}", d.now_ms},           {"{starts_with}", d.starts_with},
+      {"{text}", d.text_type},       {"{key}", d.key_type.empty() ? d.text_type : d.key_type},
+      {"{suffix}", d.table_suffix},  {"{begin}", d.begin}};
   std::string out(text);
   for (const auto& [marker, value] : markers)
     for (auto at = out.find(marker); at != std::string::npos; at = out.find(marker, at + value.size()))
@@ -195,10 +204,18 @@ std::string table_list() {
 std::string_view purpose(Stmt statement) { return texts[static_cast<std::size_t>(statement)].purpose; }
 
 Dialect::Dialect(const DialectSpelling& spelling)
-    : name_(spelling.name), schema_(fill(schema_template, spelling)) {
+    : name_(spelling.name), schema_(fill(schema_template, spelling)), returning_(spelling.returning) {
   for (std::size_t i = 0; i < statement_count; ++i) {
     if (texts[i].statement != static_cast<Stmt>(i)) throw std::logic_error("sql texts out of order");
     texts_[i] = fill(texts[i].sql, spelling);
+  }
+  for (const Override& o : spelling.overrides) texts_[static_cast<std::size_t>(o.statement)] = fill(o.sql, spelling);
+  if (!returning_) {
+    for (std::size_t i = 0; i < statement_count; ++i) {
+      std::string& text = texts_[i];
+      if (auto at = text.find(" RETURNING "); at != std::string::npos && stand_in(static_cast<Stmt>(i)))
+        text.erase(at);
+    }
   }
   if (!spelling.notify_heads.empty()) {
     std::string wrapped(spelling.notify_heads);
@@ -207,6 +224,14 @@ Dialect::Dialect(const DialectSpelling& spelling)
     texts_[static_cast<std::size_t>(Stmt::heads)] = std::move(wrapped);
     database_wakes_ = true;
   }
+}
+
+std::optional<Dialect::StandIn> Dialect::stand_in(Stmt statement) const {
+  if (returning_) return std::nullopt;
+  if (statement == Stmt::lock_fence) return StandIn{Stmt::read_fence, false};  // the row it made or locked
+  if (statement == Stmt::release) return StandIn{Stmt::read_release, true};   // the row it will delete
+  if (statement == Stmt::lock_count) return StandIn{Stmt::read_count, false};  // the row it made or locked
+  return std::nullopt;
 }
 
 }  // namespace dlock::detail::sql

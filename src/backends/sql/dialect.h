@@ -8,6 +8,8 @@
 
 #include <array>
 #include <cstddef>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -40,6 +42,8 @@ enum class Stmt : std::size_t {
   list,
   leader,
   ping,
+  read_fence,
+  read_release,
   lock_count,
   read_count,
   set_count,
@@ -58,6 +62,13 @@ std::string table_list();
 // For errors: what a statement does ("issuing a fencing token", ...).
 std::string_view purpose(Stmt statement);
 
+// A statement a database spells its own way (an upsert, mostly), with the
+// same parameters and markers as the generic text it replaces.
+struct Override {
+  Stmt statement;
+  std::string_view sql;
+};
+
 struct DialectSpelling {
   std::string_view name;         // "sqlite", "postgres": for messages
   std::string_view begin;        // starts a transaction that writes
@@ -69,6 +80,15 @@ struct DialectSpelling {
   // tells every head it returns, on commit (PostgreSQL's NOTIFY), with %s
   // for the query; empty where the client wakes them.
   std::string_view notify_heads;
+  // Column type of the texts in a primary key, where the database needs a
+  // bounded one (names are at most 512 bytes); empty: text_type.
+  std::string_view key_type = {};
+  // Whether INSERT and DELETE ... RETURNING exist. Where they do not
+  // (MySQL), the RETURNING clauses are dropped and the recipe reads those
+  // rows with a statement of its own next to them (Dialect::stand_in).
+  bool returning = true;
+  // The statements this database spells differently; keep it short.
+  std::span<const Override> overrides = {};
 };
 
 class Dialect {
@@ -81,12 +101,22 @@ class Dialect {
   const std::string& schema() const noexcept { return schema_; }
   // Whether the `heads` statement wakes the heads it returns by itself.
   bool database_wakes_heads() const noexcept { return database_wakes_; }
+  // Where the database lacks RETURNING: the statement that reads what
+  // `statement` would return with it, sent with the same parameters just
+  // before it (a row it deletes) or just after it (a row it writes); its
+  // rows stand for the statement's. nullopt: none needed.
+  struct StandIn {
+    Stmt read;
+    bool before;
+  };
+  std::optional<StandIn> stand_in(Stmt statement) const;
 
  private:
   std::string name_;
   std::array<std::string, statement_count> texts_;
   std::string schema_;
   bool database_wakes_ = false;
+  bool returning_ = true;
 };
 
 }  // namespace dlock::detail::sql

@@ -23,12 +23,20 @@
 // An election's candidates always go in order, as on zk://, and a leader's
 // release hands the leadership to the next in line in its own transaction.
 //
+// Without wake-ups (MySQL has no NOTIFY) a waiter polls, and each attempt
+// refreshes its queue entry, so the order above still holds; the pause
+// before its next attempt grows with its wait (poll_pause).
+//
+// Where the database has no RETURNING, the rows a statement would return
+// are read by a stand-in statement in the same batch (run, Dialect::stand_in).
+//
 // Clocks: expires_at is the store's clock (the database server's, or the
 // host's for SQLite); every statement reads it there and returns times
 // left, so this process never compares its clock with the store's. A
 // grant's valid_until counts from when the request was sent.
 #include "backends/sql/table_backend.h"
 
+#include "core/backoff.h"
 #include "core/barrier_driver.h"
 #include "core/count_value.h"
 #include "core/counter_driver.h"
@@ -195,7 +203,7 @@ class TableBackend final : public Backend,
   ~TableBackend() override { wakeups_.reset(); }
 
   Status validate_name(std::string_view) const override { return {}; }
-  bool supports_fair() const override { return wakeups_ != nullptr; }
+  bool supports_fair() const override { return true; }
   bool supports_shared() const override { return true; }
   bool supports_downgrade() const override { return true; }
   bool supports_election() const override { return true; }
@@ -209,7 +217,7 @@ class TableBackend final : public Backend,
     auto conn = connection("ping");
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::ping}};
-    auto out = (*conn)->run(calls);
+    auto out = run(**conn, calls);
     return out ? Status{} : out.status();
   }
 
@@ -226,7 +234,7 @@ class TableBackend final : public Backend,
                          {Stmt::lock_fence, {request.name, place.kind, permits}},
                          {Stmt::holders, {request.name, place.kind}},
                          {Stmt::waiters, {request.name, place.kind}}};
-    auto seen = (*conn)->run(look);
+    auto seen = run(**conn, look);
     if (!seen) return seen.status();
     const Rows& fence = (*seen)[1];
     if (fence.size() != 1) return abandon(**conn, unexpected(step));
@@ -241,20 +249,23 @@ class TableBackend final : public Backend,
                                         " (every handle of one name must declare the same count)"));
 
     const WakeTarget target{request.owner, std::string(place.kind), request.name};
-    auto slot = wakeups_ ? mailbox_->find(target) : nullptr;
+    auto slot = mailbox_->find(target);
     const Decision d = decide(request, holders, queue);
     if (!d.grant) {
+      static const std::string no_address;  // no wake-ups: the waiter polls
+      const std::string& wake = wakeups_ ? wakeups_->address() : no_address;
       std::vector<Call> busy;
       if (slot)
         busy.push_back({Stmt::enqueue, {request.name, place.kind, request.owner, place.mode,
-                                         ms(config_.waiter_ttl), wakeups_->address(), ms(request.lease), request.data,
+                                         ms(config_.waiter_ttl), wake, ms(request.lease), request.data,
                                          config_.holder_info}});
       busy.push_back({Stmt::commit});
-      auto done = (*conn)->run(busy);
+      auto done = run(**conn, busy);
       if (!done) return done.status();
       if (slot) slot->set_queued(true);
       Busy b;
       if (d.retry_in != milliseconds::max()) b.holder_expires = steady::now() + d.retry_in;
+      if (slot && !wakeups_) b.holder_expires = std::min(b.holder_expires, steady::now() + poll_pause(request, queue));
       return Attempt(b);
     }
 
@@ -268,7 +279,7 @@ class TableBackend final : public Backend,
         {Stmt::dequeue, {request.name, place.kind, request.owner}},
         {Stmt::drop_dead_waiters, {request.name, place.kind}},
         {Stmt::commit}};
-    auto done = (*conn)->run(take);
+    auto done = run(**conn, take);
     if (!done) return done.status();
     if (slot) slot->set_granted();
     Grant grant;
@@ -278,7 +289,6 @@ class TableBackend final : public Backend,
   }
 
   std::unique_ptr<Waiter> watch(const LockRequest& request) override {
-    if (!wakeups_) return nullptr;  // core polls
     WakeTarget target{request.owner, std::string(place_of(request.kind).kind), request.name};
     auto slot = mailbox_->enter(target);
     return std::make_unique<TableWaiter>(*this, std::move(target), place_of(request.kind).mode, std::move(slot));
@@ -317,7 +327,7 @@ class TableBackend final : public Backend,
                         static_cast<std::int64_t>(item.grant->token)}});
     }
     calls.push_back({Stmt::commit});
-    auto done = (*conn)->run(calls);
+    auto done = run(**conn, calls);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       Renewal& item = batch[i];
       if (!done) {
@@ -344,7 +354,7 @@ class TableBackend final : public Backend,
     auto conn = connection("listing locks");
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::list, {prefix}}};
-    auto out = (*conn)->run(calls);
+    auto out = run(**conn, calls);
     if (!out) return out.status();
     const Rows& rows = (*out)[0];
     std::vector<LockInfo> infos;
@@ -366,7 +376,7 @@ class TableBackend final : public Backend,
     auto conn = connection("reading the leader of '" + std::string(name) + "'");
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::leader, {name, place_of(kind).kind}}};
-    auto out = (*conn)->run(calls);
+    auto out = run(**conn, calls);
     if (!out) return out.status();
     Holder h;
     if (!(*out)[0].empty()) h.data = std::string((*out)[0].text(0, 0));
@@ -379,7 +389,7 @@ class TableBackend final : public Backend,
     auto conn = pool_->take("reading counter '" + name + "'", deadline);
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::read_count, {name, kind_counter}}};
-    auto out = (*conn)->run(calls);
+    auto out = run(**conn, calls);
     if (!out) return out.status();
     return (*out)[0].empty() ? 0 : (*out)[0].integer(0, 0);
   }
@@ -472,7 +482,7 @@ class TableBackend final : public Backend,
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::insert_hold,
                            {name, kind_member, *id, "x", std::int64_t{0}, ms(lease), "", config_.holder_info}}};
-    auto out = (*conn)->run(calls);
+    auto out = run(**conn, calls);
     if (!out) return out.status();
     return *id;
   }
@@ -536,7 +546,7 @@ class TableBackend final : public Backend,
     auto conn = pool_->take("leaving barrier '" + name + "'", deadline);
     if (!conn) return;
     const Call calls[] = {{Stmt::drop_own, {name, kind_member, member}}};
-    (void)(*conn)->run(calls);
+    (void)run(**conn, calls);
   }
 
   // A waiter leaves: its queue entry goes, if an attempt put one there,
@@ -550,7 +560,7 @@ class TableBackend final : public Backend,
       auto conn = connection("leaving the watchers of '" + target.name + "'");
       if (!conn) return;
       const Call calls[] = {{Stmt::dequeue, {target.name, target.kind, target.owner}}};
-      (void)(*conn)->run(calls);
+      (void)run(**conn, calls);
       return;
     }
     const Place place{target.kind, "x"};
@@ -566,7 +576,7 @@ class TableBackend final : public Backend,
     auto conn = connection("taking the leadership of '" + target.name + "' handed over");
     if (!conn) return conn.status();
     const Call calls[] = {{Stmt::own_hold, {target.name, target.kind, target.owner, mode}}};
-    auto out = (*conn)->run(calls);
+    auto out = run(**conn, calls);
     if (!out) return out.status();
     const Rows& rows = (*out)[0];
     if (rows.empty()) return std::optional<Grant>();
@@ -577,6 +587,21 @@ class TableBackend final : public Backend,
   }
 
  private:
+  // Without wake-ups a waiter polls: its next attempt comes after a pause
+  // that grows with how long it has been queued, from 1 ms to max_backoff,
+  // with jitter so that waiters do not retry in step. The first in line
+  // (whose attempt is the handoff) grows its pause eight times slower.
+  milliseconds poll_pause(const LockRequest& request, const std::vector<Row>& queue) const {
+    std::int64_t waited = 0;
+    bool first = !queue.empty() && queue.front().owner == request.owner;
+    for (const Row& w : queue)
+      if (w.owner == request.owner) waited = w.a;
+    const std::int64_t cap = std::max<std::int64_t>(ms(config_.max_backoff), 1);
+    const auto longest = std::clamp<std::int64_t>(first ? waited / 16 : waited / 2, 1, cap);
+    Backoff pause{milliseconds(longest), milliseconds(longest)};
+    return std::chrono::ceil<milliseconds>(pause.next());
+  }
+
   static constexpr std::string_view kind_counter = "counter", kind_latch = "latch", kind_barrier = "barrier",
                                     kind_member = "member";
 
@@ -592,7 +617,7 @@ class TableBackend final : public Backend,
     auto conn = pool_->take(step, deadline);
     if (!conn) return conn.status();
     const Call look[] = {{Stmt::begin}, {Stmt::lock_count, {name, kind, initial, width}}};
-    auto seen = (*conn)->run(look);
+    auto seen = run(**conn, look);
     if (!seen) return seen.status();
     if ((*seen)[1].size() != 1) return abandon(**conn, unexpected(step));
     std::vector<Call> writes;
@@ -602,7 +627,7 @@ class TableBackend final : public Backend,
     if constexpr (!std::is_same_v<Then, std::nullptr_t>) {
       std::vector<Row> rows;
       if (!writes.empty()) {
-        auto first = (*conn)->run(writes);
+        auto first = run(**conn, writes);
         if (!first) return first.status();
         rows = live_rows(first->back());
       }
@@ -611,7 +636,7 @@ class TableBackend final : public Backend,
     }
     const std::size_t heads_at = writes.size();
     writes.push_back({Stmt::commit});
-    auto out = (*conn)->run(writes);
+    auto out = run(**conn, writes);
     if (!out) return out.status();
     conn->reset();
     for (std::size_t i = 0; i < heads_at; ++i)
@@ -698,11 +723,40 @@ class TableBackend final : public Backend,
     calls.push_back({Stmt::heads, {name, place.kind, heads}});
     if (hand_over) calls.push_back({Stmt::dequeue_holders, {name, place.kind}});
     calls.push_back({Stmt::commit});
-    auto out = (*conn)->run(calls);
+    auto out = run(**conn, calls);
     if (!out) return out.status();
     conn->reset();  // give the connection back before waking anyone
     wake((*out)[heads_at], name, place.kind);
     return std::move((*out)[2]);
+  }
+
+  // Runs `calls` on `conn`. Where the database lacks RETURNING, a
+  // statement that would return rows with it is sent with the read that
+  // stands in for it (Dialect::stand_in: same parameters, same
+  // transaction), whose rows are returned for it; `changed` stays the
+  // statement's own.
+  Result<std::vector<Rows>> run(Connection& conn, std::span<const Call> calls) const {
+    std::vector<Call> sent;
+    std::vector<std::size_t> at, read_at;  // where each of `calls`, and its stand-in, is in `sent`
+    for (const Call& call : calls) {
+      const auto read = dialect_->stand_in(call.statement);
+      if (read && read->before) sent.push_back({read->read, call.params});
+      sent.push_back(call);
+      at.push_back(sent.size() - 1);
+      if (read && !read->before) sent.push_back({read->read, call.params});
+      read_at.push_back(!read ? at.back() : read->before ? at.back() - 1 : at.back() + 1);
+    }
+    if (sent.size() == calls.size()) return conn.run(calls);
+    auto out = conn.run(sent);
+    if (!out) return out.status();
+    std::vector<Rows> rows;
+    rows.reserve(calls.size());
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const std::int64_t changed = (*out)[at[i]].changed;
+      rows.push_back(std::move((*out)[read_at[i]]));
+      rows.back().changed = changed;
+    }
+    return rows;
   }
 
   std::unique_ptr<Pool> pool_;

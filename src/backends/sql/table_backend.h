@@ -26,10 +26,14 @@ struct TableConfig {
   std::chrono::milliseconds waiter_ttl{2'000};
   // Stored with each hold for `dlock status`: "host H pid P".
   std::string holder_info;
+  // Without wake-ups: the longest pause between a waiter's attempts
+  // (ClientOptions::max_backoff); the pauses start at 1 ms, with jitter.
+  std::chrono::milliseconds max_backoff{100};
 };
 
 // What a database backend brings to the recipe. `wakeups` may be null:
-// waiters then poll (no queue, no fair mode).
+// waiters then poll with backoff, each attempt keeping their place in the
+// queue (so fair mode and max_barging_wait still hold, at polling speed).
 struct Parts {
   std::unique_ptr<Pool> pool;
   std::shared_ptr<Wakeups> wakeups;

@@ -1,0 +1,71 @@
+// connection.h — one MariaDB Connector/C connection, driven through the
+// library's non-blocking API so every call ends by its deadline. A batch
+// is sent as one multi-statement text (one round trip), its parameters
+// written into it as literals: numbers in decimal, texts in hex (X'..',
+// byte for byte, nothing to escape).
+#pragma once
+
+#include "backends/sql/slot_pool.h"
+#include "core/driver.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+struct st_mysql;
+
+namespace dlock::detail::mysql {
+
+// Where and how to connect, and the URL for messages.
+struct ConnectInfo {
+  std::string host;
+  unsigned port = 3306;
+  std::string user, password, database;
+  // TLS settings passed to the client library (url option -> value).
+  std::vector<std::pair<std::string, std::string>> tls;
+  std::string redacted_url;
+  std::chrono::milliseconds op_timeout{};
+};
+
+class MyConnection final : public sql::PooledConnection {
+ public:
+  // Connects by `deadline` (into `info.database`, or none when
+  // `without_database`) and sets the session up: READ COMMITTED, UTC, row
+  // lock waits and (MariaDB) idle transactions bounded by op_timeout.
+  // `dialect` may be null for a connection that only runs exec().
+  static Result<std::unique_ptr<MyConnection>> open(const ConnectInfo& info, const sql::Dialect* dialect,
+                                                    steady::time_point deadline, bool without_database = false);
+  ~MyConnection() override;
+  MyConnection(const MyConnection&) = delete;
+  MyConnection& operator=(const MyConnection&) = delete;
+
+  void set_deadline(steady::time_point deadline) noexcept override { deadline_ = deadline; }
+  bool broken() const noexcept override { return broken_; }
+
+  Result<std::vector<sql::Rows>> run(std::span<const sql::Call> calls) override;
+
+  // Runs SQL text (several statements allowed, no parameters); the rows of
+  // each statement. An error ends it and rolls back an open transaction.
+  Result<std::vector<sql::Rows>> exec(const std::string& text, std::string_view step);
+
+ private:
+  MyConnection(st_mysql* mysql, const sql::Dialect* dialect, std::string redacted_url)
+      : mysql_(mysql), dialect_(dialect), redacted_url_(std::move(redacted_url)) {}
+  // Drives a non-blocking call: `status` is what its _start returned;
+  // `cont(ready)` is its _cont. Unavailable if the deadline passes first.
+  template <class Cont>
+  Status drive(int status, Cont cont, std::string_view step);
+  Status fail(std::string_view step, std::string why);
+  // The error the server or the library reported, translated (errors.h).
+  Status error(std::string_view step);
+
+  st_mysql* mysql_;
+  const sql::Dialect* dialect_;
+  std::string redacted_url_;
+  steady::time_point deadline_{};
+  bool broken_ = false;
+};
+
+}  // namespace dlock::detail::mysql

@@ -1,0 +1,195 @@
+// mysql:// — the lock table recipe (backends/sql) on MySQL or MariaDB,
+// through MariaDB Connector/C.
+//
+//   mysql://user[:password]@host[:port]/database[?option=value&...]
+//
+// Options: mode=table (the default and, for now, the only mode), pool=4
+// and waiter_ttl=2s (sql/server_options.h), and the client library's TLS
+// settings passed through: ssl=1 (require TLS), ssl-ca, ssl-capath,
+// ssl-cert, ssl-key, ssl-crl, ssl-cipher, tls-version,
+// ssl-verify-server-cert=1.
+//
+// The database is made if it is missing and the user may create it;
+// dlock's tables likewise (else the error gives the DDL to run). Names are
+// VARBINARY: compared byte for byte, so names differing only in case are
+// different locks.
+//
+// Clock: expires_at is the database server's clock (NOW(3), in UTC), the
+// one clock every client shares.
+//
+// Every call ends within ClientOptions::op_timeout: the client library is
+// driven without blocking, and a connection whose reply is late is dropped
+// (the server then rolls its transaction back) and replaced on the next
+// call. The server gives up on a row lock after op_timeout
+// (innodb_lock_wait_timeout, whole seconds) and, on MariaDB, ends a
+// session left idle inside a transaction after twice that.
+//
+// A batch is one multi-statement text: an acquire is two round trips
+// (look, then take or queue), a release one. There is no NOTIFY: waiters
+// poll with backoff, each attempt keeping their place in the queue.
+#include "backends/mysql/connection.h"
+#include "backends/sql/server_options.h"
+#include "backends/sql/slot_pool.h"
+#include "backends/sql/table_backend.h"
+#include "core/driver.h"
+#include "core/url.h"
+
+#include <algorithm>
+
+namespace dlock::detail {
+namespace {
+
+using namespace mysql;
+
+// MySQL spells upserts ON DUPLICATE KEY UPDATE (which locks the row it
+// finds, as ON CONFLICT does), and has no RETURNING.
+constexpr sql::Override overrides[] = {
+    {sql::Stmt::lock_fence,
+     "INSERT INTO dlock_fences (name, kind, last_token, permits) VALUES (?1, ?2, 0, ?3) "
+     "ON DUPLICATE KEY UPDATE last_token = last_token"},
+    {sql::Stmt::insert_hold,
+     "INSERT INTO dlock_holds (name, kind, owner, mode, token, expires_at, data, holder) "
+     "VALUES (?1, ?2, ?3, ?4, ?5, {now} + ?6, ?7, ?8) ON DUPLICATE KEY UPDATE "
+     "token = VALUES(token), expires_at = VALUES(expires_at), data = VALUES(data), holder = VALUES(holder)"},
+    // INSERT ... SELECT: MySQL refuses a VALUES subquery on the table it
+    // inserts into.
+    {sql::Stmt::enqueue,
+     "INSERT INTO dlock_waiters (name, kind, owner, mode, since, expires_at, wake, lease, data, holder) "
+     "SELECT ?1, ?2, ?3, ?4, CASE WHEN MAX(since) IS NULL OR MAX(since) < {now} THEN {now} ELSE MAX(since) + 1 END, "
+     "{now} + ?5, ?6, ?7, ?8, ?9 FROM dlock_waiters WHERE name = ?1 AND kind = ?2 ON DUPLICATE KEY UPDATE "
+     "mode = VALUES(mode), expires_at = VALUES(expires_at), wake = VALUES(wake), lease = VALUES(lease), "
+     "data = VALUES(data), holder = VALUES(holder)"},
+    {sql::Stmt::ping, "INSERT INTO dlock_ping (id, at) VALUES (1, {now}) ON DUPLICATE KEY UPDATE at = VALUES(at)"},
+    {sql::Stmt::lock_count,
+     "INSERT INTO dlock_counts (name, kind, value, width) VALUES (?1, ?2, ?3, ?4) "
+     "ON DUPLICATE KEY UPDATE value = value"},
+};
+
+const sql::DialectSpelling spelling = {
+    .name = "mysql",
+    .begin = "START TRANSACTION",
+    // The session's time zone is UTC (connection.cpp).
+    .now_ms = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+    // On VARBINARY, LEFT and LENGTH count bytes.
+    .starts_with = "LEFT(name, LENGTH(?1)) = ?1",
+    .text_type = "BLOB",
+    .table_suffix = " ENGINE=InnoDB",
+    .notify_heads = "",
+    // Names are at most 512 bytes; four such keys fit InnoDB's 3072.
+    .key_type = "VARBINARY(512)",
+    .returning = false,
+    .overrides = overrides,
+};
+
+struct Config {
+  ConnectInfo connect;
+  int pool = 4;
+  sql::TableConfig table;
+};
+
+Status invalid(const Url& url, std::string why) { return sql::invalid_url("mysql", url, std::move(why)); }
+
+bool tls_option(const std::string& key) {
+  for (const char* known : {"ssl", "ssl-ca", "ssl-capath", "ssl-cert", "ssl-key", "ssl-crl", "ssl-cipher",
+                            "tls-version", "ssl-verify-server-cert"})
+    if (key == known) return true;
+  return false;
+}
+
+Result<Config> parse_config(const Url& url, const ClientOptions& options) {
+  Config c;
+  c.table.op_timeout = options.op_timeout;
+  c.connect.op_timeout = options.op_timeout;
+  c.connect.redacted_url = url.redacted();
+  if (url.endpoints.empty()) return invalid(url, "needs a host, e.g. mysql://user@127.0.0.1:3306/mydb");
+  if (url.endpoints.size() > 1) return invalid(url, "takes one host (a MySQL server or a proxy in front of several)");
+  c.connect.host = url.endpoints[0].host;
+  c.connect.port = url.endpoints[0].port.value_or(3306);
+  if (url.path.size() < 2 || url.path.find('/', 1) != std::string::npos)
+    return invalid(url, "needs the database name as its path, e.g. mysql://user@host/mydb");
+  c.connect.database = url.path.substr(1);
+  if (c.connect.database.size() > 64 ||
+      c.connect.database.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$-") !=
+          std::string::npos)
+    return invalid(url, "database '" + c.connect.database + "' must be 1 to 64 letters, digits, '_', '$' or '-'");
+  c.connect.user = url.user.value_or("");
+  c.connect.password = url.password.value_or("");
+  for (const auto& [key, value] : url.query) {
+    auto common = sql::read_server_option("mysql", url, key, value, c.pool, c.table);
+    if (!common) return common.status();
+    if (*common) continue;
+    if (!tls_option(key))
+      return invalid(url, "unknown option '" + key +
+                              "' (known: mode, pool, waiter_ttl, ssl, ssl-ca, ssl-capath, ssl-cert, ssl-key, ssl-crl, "
+                              "ssl-cipher, tls-version, ssl-verify-server-cert)");
+    if ((key == "ssl" || key == "ssl-verify-server-cert") && value != "0" && value != "1")
+      return invalid(url, key + " '" + value + "' must be 0 or 1");
+    if (value.empty()) return invalid(url, key + " needs a value");
+    c.connect.tls.emplace_back(key, value);
+  }
+  return c;
+}
+
+// A first connection, into the database; made if missing and the user may.
+Result<std::unique_ptr<MyConnection>> first_connection(const ConnectInfo& info, steady::time_point deadline) {
+  auto conn = MyConnection::open(info, nullptr, deadline);
+  if (conn || conn.status().message().find("(error 1049)") == std::string::npos) return conn;
+  auto bare = MyConnection::open(info, nullptr, deadline, true);
+  if (!bare) return bare.status();
+  const std::string make = "CREATE DATABASE IF NOT EXISTS `" + info.database + "` CHARACTER SET utf8mb4";
+  auto made = (*bare)->exec(make, "creating the database");
+  if (!made)
+    return Status(errc::unavailable, "mysql backend: " + info.redacted_url + ": database '" + info.database +
+                                         "' does not exist and this user may not create it; run " + make);
+  return MyConnection::open(info, nullptr, deadline);
+}
+
+// The tables, made if missing (CREATE TABLE IF NOT EXISTS: concurrent first
+// clients are ordered by the server). A user without the right to create
+// them gets the DDL to run.
+Status ensure_schema(MyConnection& conn, const sql::Dialect& dialect, const std::string& url) {
+  const std::string tables = sql::table_list();
+  std::string quoted = "'";
+  for (char c : tables) quoted += c == ',' ? std::string("','") : c == ' ' ? std::string() : std::string(1, c);
+  const auto count = static_cast<std::int64_t>(std::count(tables.begin(), tables.end(), ',') + 1);
+  auto present = conn.exec("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND "
+                           "table_name IN (" + quoted + "')",
+                           "looking for dlock's tables");
+  if (!present) return present.status();
+  if (present->size() == 1 && (*present)[0].integer(0, 0) == count) return {};
+  auto made = conn.exec(dialect.schema(), "creating dlock's tables");
+  if (made) return {};
+  if (made.status().message().find("(error 1142)") != std::string::npos)
+    return sql::tables_missing("mysql", url, dialect);
+  return made.status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> open_mysql_backend(const Url& url, const ClientOptions& options) {
+  auto config = parse_config(url, options);
+  if (!config) return config.status();
+  static const auto dialect = std::make_shared<const sql::Dialect>(spelling);
+
+  {
+    auto first = first_connection(config->connect, steady::now() + options.op_timeout);
+    if (!first) return first.status();
+    if (Status s = ensure_schema(**first, *dialect, config->connect.redacted_url); !s) return s;
+  }
+
+  config->table.holder_info = sql::this_process();
+  config->table.max_backoff = options.max_backoff;
+  return sql::make_table_backend(dialect, std::make_shared<sql::Mailbox>(), config->table,
+                                 [&](Events& events) -> Result<sql::Parts> {
+                                   auto open = [connect = config->connect](steady::time_point deadline)
+                                       -> Result<std::unique_ptr<sql::PooledConnection>> {
+                                     auto conn = MyConnection::open(connect, dialect.get(), deadline);
+                                     if (!conn) return conn.status();
+                                     return std::unique_ptr<sql::PooledConnection>(std::move(*conn));
+                                   };
+                                   return sql::Parts{
+                                       std::make_unique<sql::SlotPool>("mysql", open, config->pool, events), nullptr};
+                                 });
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,45 @@
+#include "backends/sql/server_options.h"
+
+#include "core/option_values.h"
+
+namespace dlock::detail::sql {
+
+Status invalid_url(std::string_view backend, const Url& url, std::string why) {
+  return Status(errc::invalid_argument, std::string(backend) + " url " + url.redacted() + ": " + std::move(why));
+}
+
+Result<bool> read_server_option(std::string_view backend, const Url& url, const std::string& key,
+                                const std::string& value, int& pool, TableConfig& table) {
+  if (key == "mode") {
+    if (value == "session")
+      return Status(errc::unsupported, std::string(backend) + " url " + url.redacted() +
+                                           ": mode=session (the database's own session locks) is not available "
+                                           "yet; use mode=table");
+    if (value != "table") return invalid_url(backend, url, "mode '" + value + "' must be table or session");
+  } else if (key == "pool") {
+    auto n = parse_count(value, "pool", 1, 64);
+    if (!n) return invalid_url(backend, url, n.status().message());
+    pool = *n;
+  } else if (key == "waiter_ttl") {
+    auto d = parse_duration_within(value, "waiter_ttl", std::chrono::seconds(1), std::chrono::hours(1));
+    if (!d) return invalid_url(backend, url, d.status().message());
+    table.waiter_ttl = *d;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+Status tables_missing(std::string_view backend, std::string_view redacted_url, const Dialect& dialect) {
+  return Status(errc::unavailable,
+                std::string(backend) + " backend: " + std::string(redacted_url) +
+                    ": dlock's tables are missing and this user may not create them. Run as their owner:\n" +
+                    dialect.schema() +
+                    ";\nthen GRANT SELECT, INSERT, UPDATE, DELETE ON " + table_list() + " TO <this user>;");
+}
+
+std::string privileges_needed() {
+  return "the database user needs SELECT, INSERT, UPDATE and DELETE on " + table_list();
+}
+
+}  // namespace dlock::detail::sql

@@ -1,0 +1,39 @@
+// server_options.h — what the URLs of the SQL server backends (postgres://,
+// mysql://) share: the options every one has, and the error for tables the
+// user may not create.
+#pragma once
+
+#include "backends/sql/dialect.h"
+#include "backends/sql/table_backend.h"
+#include "core/url.h"
+
+#include <dlock/status.h>
+
+#include <string>
+#include <string_view>
+
+namespace dlock::detail::sql {
+
+// invalid_argument: "<backend> url <url, redacted>: <why>".
+Status invalid_url(std::string_view backend, const Url& url, std::string why);
+
+// The options every SQL server backend has:
+//   mode=table        the lock table (the default); mode=session is refused
+//                     as unsupported for now
+//   pool=4            connections per client, 1..64 (calls of different
+//                     threads run on different connections)
+//   waiter_ttl=2s     how long a dead waiter's queue entry holds back a
+//                     fair queue, 1s..1h
+// Reads `key` into `pool` or `table` if it is one of them (true), leaves
+// both alone if it is another option (false), or refuses a bad value.
+Result<bool> read_server_option(std::string_view backend, const Url& url, const std::string& key,
+                                const std::string& value, int& pool, TableConfig& table);
+
+// unavailable: dlock's tables are missing, this user may not create them,
+// and here is the DDL (and the grants) to run.
+Status tables_missing(std::string_view backend, std::string_view redacted_url, const Dialect& dialect);
+
+// What a user denied access to dlock's tables needs, for error messages.
+std::string privileges_needed();
+
+}  // namespace dlock::detail::sql

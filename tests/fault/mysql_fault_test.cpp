@@ -1,0 +1,141 @@
+// MySQL/MariaDB under faults: a stopped (SIGSTOP) server, a killed one, one
+// restarted, and users with too few rights. Each test starts its own
+// MariaDB server (scripts/mariadb-server.sh) in a temp dir, because it
+// stops, kills or administers it.
+#include "child_process.h"
+#include "thrown.h"
+
+#include <dlock/dlock.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+class MysqlFault : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(server("start"), 0) << "could not start MariaDB";
+    std::ifstream in(dir_.path() + "/url");
+    ASSERT_TRUE(in >> url_);
+  }
+  void TearDown() override { (void)server("stop"); }
+
+  int server(const std::string& command) {
+    const std::string line = std::string(DLOCK_MARIADB_SCRIPT) + " " + command + " " + dir_.path() + " >/dev/null";
+    return std::system(line.c_str());
+  }
+
+  ClientOptions options() const { return {.op_timeout = 1000ms}; }
+
+  // Runs SQL as the server's root user (over its socket); the exit code.
+  int admin(const std::string& sql) {
+    std::ifstream in(dir_.path() + "/datadir");
+    std::string data;
+    in >> data;
+    const std::string sql_file = dir_.path() + "/admin.sql";
+    std::ofstream(sql_file) << sql;
+    const std::string line =
+        "mariadb --no-defaults -uroot --socket=" + data + "/sock < " + sql_file + " >/dev/null";
+    return std::system(line.c_str());
+  }
+
+  // The URL with another user and database.
+  std::string url_as(const std::string& user_and_password, const std::string& database) const {
+    const auto at = url_.find('@'), slash = url_.rfind('/');
+    return "mysql://" + user_and_password + url_.substr(at, slash - at) + "/" + database;
+  }
+
+  TempDir dir_;
+  std::string url_;
+};
+
+// A stopped server answers nothing: every call fails with unavailable
+// within op_timeout (never a hang), and the client works again once the
+// server resumes.
+TEST_F(MysqlFault, StoppedServerFailsCallsWithinTheTimeout) {
+  auto client = connect(url_, options());
+  auto held = client->mutex("held");
+  held.lock();
+  ASSERT_EQ(server("pause"), 0);
+  auto other = client->mutex("other");
+  const auto start = steady::now();
+  EXPECT_EQ(thrown([&] { (void)other.try_lock(); }), errc::unavailable);
+  const auto took = steady::now() - start;
+  EXPECT_LT(took, 1000ms + scaled(700ms)) << "a call outlived op_timeout";
+  ASSERT_EQ(server("resume"), 0);
+  ASSERT_TRUE(other.try_lock_for(scaled(5s))) << "the client did not recover after the server resumed";
+  other.unlock();
+  held.unlock();
+}
+
+// A killed server refuses connections: unavailable at once.
+TEST_F(MysqlFault, KilledServerIsUnavailable) {
+  auto client = connect(url_, options());
+  auto m = client->mutex("m");
+  ASSERT_TRUE(m.try_lock());
+  m.unlock();
+  ASSERT_EQ(server("kill"), 0);
+  const auto start = steady::now();
+  EXPECT_EQ(thrown([&] { (void)m.try_lock(); }), errc::unavailable);
+  EXPECT_LT(steady::now() - start, 1000ms + scaled(700ms));
+}
+
+// Tokens come from a durable counter: after a restart (a crash to the
+// clients), a new grant's token is still greater than every earlier one.
+TEST_F(MysqlFault, TokensKeepIncreasingAcrossARestart) {
+  std::uint64_t before = 0;
+  {
+    auto client = connect(url_, options());
+    for (int i = 0; i < 5; ++i) {
+      auto m = client->mutex("fenced");
+      m.lock();
+      before = m.token();
+      m.unlock();
+    }
+  }
+  ASSERT_EQ(server("restart"), 0);
+  auto client = connect(url_, options());
+  auto m = client->mutex("fenced");
+  ASSERT_TRUE(m.try_lock_for(scaled(5s)));
+  EXPECT_GT(m.token(), before);
+  m.unlock();
+}
+
+// A user with rights on dlock's tables only works; without the tables and
+// without the right to create them, it is told what to run.
+TEST_F(MysqlFault, LeastPrivilegedUserIsToldTheDdlThenWorks) {
+  ASSERT_EQ(admin("CREATE DATABASE dlock_lp; USE dlock_lp; CREATE USER 'lp'@'127.0.0.1' IDENTIFIED BY 'lp'; "
+                  "GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_lp.* TO 'lp'@'127.0.0.1';"),
+            0);
+  const std::string url = url_as("lp:lp", "dlock_lp");
+  std::string ddl;
+  try {
+    (void)connect(url, options());
+    FAIL() << "connected without dlock's tables";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), errc::unavailable) << e.what();
+    const std::string what = e.what();
+    EXPECT_EQ(what.find(":lp@"), std::string::npos) << "the password leaked: " << what;
+    const auto from = what.find("CREATE TABLE"), to = what.find(";\nthen GRANT");
+    ASSERT_NE(from, std::string::npos) << what;
+    ASSERT_NE(to, std::string::npos) << what;
+    ddl = what.substr(from, to - from);
+  }
+  ASSERT_EQ(admin("USE dlock_lp; " + ddl + ";"), 0) << "the DDL in the message does not run:\n" << ddl;
+  auto client = connect(url, options());
+  auto m = client->mutex("orders");
+  ASSERT_TRUE(m.try_lock());
+  EXPECT_GT(m.token(), 0u);
+  m.unlock();
+}
+
+}  // namespace
+}  // namespace dlock::test

@@ -1,0 +1,97 @@
+// The mysql:// URL checks: refused with invalid_argument and a message
+// naming the problem, before any connection is attempted; an unreachable
+// server is unavailable within op_timeout. No server runs here.
+#include <dlock/dlock.h>
+
+#include "unit_support.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::thrown_code;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string refused(const std::string& url, errc code = errc::invalid_argument) {
+  std::string message;
+  EXPECT_EQ(thrown_code([&] { (void)connect(url, {.op_timeout = 200ms}); }, &message), code) << url;
+  return message;
+}
+
+TEST(MysqlUrl, RefusesMissingHostOrDatabase) {
+  EXPECT_THAT(refused("mysql://u@/db"), HasSubstr("needs a host"));
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1"), HasSubstr("database name as its path"));
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/"), HasSubstr("database name as its path"));
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/a/b"), HasSubstr("database name as its path"));
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1,127.0.0.1:2/db"), HasSubstr("one host"));
+}
+
+TEST(MysqlUrl, RefusesDatabaseNamesItCannotQuote) {
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/a%60b"), HasSubstr("database 'a`b'"));
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/a%20b"), HasSubstr("letters, digits"));
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/" + std::string(65, 'd')), HasSubstr("1 to 64"));
+}
+
+TEST(MysqlUrl, RefusesBadOptions) {
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/db?pool=0"), HasSubstr("pool"));
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/db?pool=65"), HasSubstr("pool"));
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/db?waiter_ttl=10ms"), HasSubstr("waiter_ttl"));
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/db?mode=advisory"), HasSubstr("mode 'advisory'"));
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/db?ssl=yes"), HasSubstr("ssl 'yes' must be 0 or 1"));
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/db?ssl-ca="), HasSubstr("ssl-ca needs a value"));
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/db?sslmode=require"), HasSubstr("unknown option 'sslmode'"));
+}
+
+TEST(MysqlUrl, SessionModeIsNotAvailableYet) {
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/db?mode=session", errc::unsupported), HasSubstr("mode=table"));
+}
+
+TEST(MysqlUrl, NeverEchoesThePassword) {
+  EXPECT_THAT(refused("mysql://alice:s3cret@127.0.0.1:1/db?pool=0"), Not(HasSubstr("s3cret")));
+  const std::string message = refused("mysql://alice:s3cret@127.0.0.1:1/db", errc::unavailable);
+  EXPECT_THAT(message, Not(HasSubstr("s3cret")));
+  EXPECT_THAT(message, HasSubstr("***"));
+}
+
+// A server that accepts the connection and never answers (a stopped one,
+// as the kernel completes the handshake for it): unavailable within the
+// timeout, never a hang.
+TEST(MysqlUrl, SilentServerFailsWithinTheTimeout) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string url = "mysql://u:p@127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/db";
+
+  const auto start = std::chrono::steady_clock::now();
+  std::string message;
+  EXPECT_EQ(thrown_code([&] { (void)connect(url, {.op_timeout = 400ms}); }, &message), errc::unavailable);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, 350ms);
+  EXPECT_LT(took, test::scaled(1500ms));
+  EXPECT_THAT(message, HasSubstr("op_timeout"));
+  ::close(listener);
+}
+
+TEST(MysqlUrl, UnreachableServerFailsWithinTheTimeout) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string message = refused("mysql://u@127.0.0.1:1/db", errc::unavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, test::scaled(1500ms));
+  EXPECT_THAT(message, HasSubstr("127.0.0.1:1"));
+}
+
+}  // namespace
+}  // namespace dlock
