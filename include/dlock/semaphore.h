@@ -104,8 +104,8 @@ class Semaphore {
   // there and dlock/hold.h): the permit belongs to the Hold it completes
   // with — not to this handle (held() does not count it, release() does
   // not give it back; the Hold does, when it goes). Needs a store that
-  // leases permits (redis://, file://, sqlite://, postgres://); zk://
-  // throws unsupported.
+  // leases permits (redis://, file://, sqlite://, postgres://, mysql://);
+  // zk:// throws unsupported.
   std::future<Hold> async_acquire(std::stop_token stop = {}) {
     return Hold::future_of(starter(std::chrono::steady_clock::time_point::max(), std::move(stop)));
   }

@@ -146,6 +146,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().counters = true;
   all.back().election = true;
   all.back().semaphore = true;
+  all.back().async_semaphore = true;
   all.back().barrier = true;
 #endif
   return all;
