@@ -8,8 +8,8 @@
 #   (a) the raw limit: redis-benchmark PING (the RESP form clients send) over 1 connection,
 #       1 connection pipelined 16 deep, and 64 connections;
 #   (b) dlock bench --backend REDIS_URL: uncontended, contended (4 processes, and again
-#       with --fair), many-keys (--threads 64), flash-sale — skipped, and said so, if this dlock has no
-#       redis backend yet;
+#       with --fair), many-keys (--threads 64), flash-sale, async (1,000 async_lock() in flight
+#       from one thread) — skipped, and said so, if this dlock has no redis backend yet;
 #   (c) bench/peers/redis_py_peer.py for the same workloads (contended and flash-sale with
 #       redis-py's default sleep=0.1 and with sleep=0.001, contended also with the counter
 #       in shared memory as dlock bench keeps it);
@@ -117,7 +117,7 @@ for candidate in "${bins[@]}"; do
   if [[ ! -x "$candidate" ]]; then dlock_note="no dlock binary at '$candidate'"; continue; fi
   for spec in "uncontended" "contended --processes 4" "contended --processes 4 --fair" \
               "contended --processes 4 --counter-in redis" "contended --processes 4 --fair --counter-in redis" \
-              "many-keys --threads 64" "flash-sale"; do
+              "many-keys --threads 64" "flash-sale" "async --in-flight 1000"; do
     read -r workload _ <<<"$spec"
     echo "running $candidate bench $spec (${seconds}s + reference)..." >&2
     # shellcheck disable=SC2086
@@ -270,6 +270,11 @@ for who, u, mk in (("dlock", dl.get("uncontended"), dl.get("many-keys")),
         parts.append("many-keys = %.3f of (pipelined ping/s ÷ 2)" % (mk["ops_per_s"] / (piped / 2)))
     if parts:
         print("%-9s %s" % (who, "; ".join(parts)))
+a = dl.get("async")
+if a:
+    print("dlock     async: %d async_lock() in flight from one thread, %.0f acquired/s (%.0f lock+unlock/s)%s" % (
+        a["in_flight"], a["acquired_per_s"], a["ops_per_s"],
+        " = %.3f of pipelined ping/s" % (a["acquired_per_s"] / piped) if piped else ""))
 print("""
 ops/s: lock+unlock per second (contended: with the read-modify-write inside). vs ownraw: ops/s ÷ (the
 client's own ping/s with the same P×T ÷ round trips per op) — dlock: Client::ping(), 2 per op; redis-py:

@@ -11,6 +11,7 @@
 # bench/plot's charts (a test draws them). libcpp-httplib-dev, nginx-light, apache2-utils:
 # the inventory-service example behind nginx under ab's load (a test runs it).
 # clang and libclang-rt-14-dev: the libFuzzer targets (tests/fuzz, the "fuzz" preset).
+# libasio-dev: standalone Asio for dlock/asio.h's coroutine tests (the library does not need it).
 # python3-tooz: the file:// benchmark's peer (bench/peers/tooz_peer.py).
 # python3-psycopg2: tooz's postgresql driver, bench/postgres.sh's peer (the same tooz_peer.py).
 # libpq-dev, postgresql: the postgres:// backend and the throw-away server its tests start.
@@ -31,6 +32,7 @@ packages=(
   doxygen python3-matplotlib
   libcpp-httplib-dev nginx-light apache2-utils
   clang libclang-rt-14-dev
+  libasio-dev
   libmariadb-dev mariadb-server
 )
 

@@ -52,6 +52,7 @@
 //   election.resign();
 #pragma once
 
+#include <dlock/hold.h>
 #include <dlock/mutex.h>
 
 #include <chrono>
@@ -91,6 +92,29 @@ class Election {
   template <class Clock, class Duration>
   bool campaign_until(const std::chrono::time_point<Clock, Duration>& deadline, std::string id = {}) {
     return campaign_until_steady(detail::steady_deadline(deadline), std::move(id));
+  }
+
+  // Asynchronous campaign, as Mutex::async_lock (see there and
+  // dlock/hold.h): leadership belongs to the Hold it completes with, not
+  // to a thread (is_leader(), resign() and token() of this object don't see
+  // it; the Hold's do: unlock() resigns). A cancelled or timed-out campaign
+  // leaves the queue.
+  //   dlock::Hold leading = co_await election.async_campaign("me", asio::use_awaitable);
+  std::future<Hold> async_campaign(std::string id = {}, std::stop_token stop = {}) {
+    return Hold::future_of(starter(std::chrono::steady_clock::time_point::max(), std::move(id), std::move(stop)));
+  }
+  template <class Rep, class Period>
+  std::future<Hold> async_campaign_for(const std::chrono::duration<Rep, Period>& timeout, std::string id = {},
+                                       std::stop_token stop = {}) {
+    return Hold::future_of(starter(detail::deadline_after(timeout), std::move(id), std::move(stop)));
+  }
+  void async_campaign(std::string id, AsyncCallback done, std::stop_token stop = {}) {
+    starter(std::chrono::steady_clock::time_point::max(), std::move(id), std::move(stop))(std::move(done));
+  }
+  template <detail::completion_token Token>
+  auto async_campaign(std::string id, Token&& token, std::stop_token stop = {}) {
+    return detail::async_adapter<std::decay_t<Token>>::initiate(
+        std::forward<Token>(token), starter(std::chrono::steady_clock::time_point::max(), std::move(id), std::move(stop)));
   }
 
   // Gives up leadership: the next candidate in line leads. Never throws; a
@@ -139,6 +163,9 @@ class Election {
   friend class Client;
   Election(std::shared_ptr<detail::ClientState> client, std::string name, MutexOptions options);
   bool campaign_until_steady(std::chrono::steady_clock::time_point deadline, std::string id);
+  // As Mutex::starter, for a campaign with `id`.
+  detail::AsyncStart starter(std::chrono::steady_clock::time_point deadline, std::string id,
+                             std::stop_token stop) const;
   std::optional<std::string> wait_leader_change_steady(const std::optional<std::string>& known,
                                                        std::chrono::steady_clock::time_point deadline);
 

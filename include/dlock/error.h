@@ -36,6 +36,10 @@ enum class errc {
   // The store answered something the library did not expect, or a bug.
   // Report it; retrying may or may not help.
   internal = 8,
+  // An asynchronous acquisition was cancelled (its std::stop_token was
+  // signalled) before it acquired: nothing is held and its place in the
+  // store's queue is gone. Don't retry unless you still want it.
+  cancelled = 9,
 };
 
 // The category of dlock::errc codes; its name() is "dlock".

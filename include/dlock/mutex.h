@@ -36,11 +36,13 @@
 //   }
 #pragma once
 
+#include <dlock/hold.h>
 #include <dlock/options.h>
 #include <dlock/status.h>
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -137,6 +139,59 @@ class Mutex {
   // Holds of the calling thread: 0 if it does not hold the lock.
   std::size_t hold_count() const noexcept;
 
+  // Asynchronous acquisition (see dlock/hold.h): the lock is held by the
+  // Hold it completes with, not by a thread; waiting blocks no thread (the
+  // client's one async thread attempts, and the store's notification wakes
+  // it). Each form takes a std::stop_token: once it is signalled the
+  // acquisition ends with errc::cancelled, and its place in the store's
+  // queue is gone before it completes. Destroying the client completes
+  // what is pending with errc::unavailable. The hold is not reentrant, and
+  // a thread holding this Mutex excludes it (and vice versa).
+  //
+  // Three ways to be told, each with async_lock (waits as long as it
+  // takes) and async_try_lock_for/_until (an empty Hold if the deadline
+  // passed first; negative timeouts count as zero: one attempt):
+  //   - a std::future<Hold>; get() throws dlock::Error on failure;
+  //   - an AsyncCallback(Status, Hold), run once on the client's async thread;
+  //   - an Asio completion token, with dlock/asio.h included:
+  //       dlock::Hold hold = co_await m.async_lock(asio::use_awaitable);
+  // Throws invalid_argument at once for an empty callback.
+  //
+  // Example:
+  //   auto hold = stock.async_try_lock_for(2s).get();
+  //   if (hold) write_stock(hold.token(), hold.stop_token());
+  std::future<Hold> async_lock(std::stop_token stop = {}) {
+    return Hold::future_of(starter(std::chrono::steady_clock::time_point::max(), std::move(stop)));
+  }
+  template <class Rep, class Period>
+  std::future<Hold> async_try_lock_for(const std::chrono::duration<Rep, Period>& timeout, std::stop_token stop = {}) {
+    return Hold::future_of(starter(detail::deadline_after(timeout), std::move(stop)));
+  }
+  template <class Clock, class Duration>
+  std::future<Hold> async_try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline,
+                                         std::stop_token stop = {}) {
+    return Hold::future_of(starter(detail::steady_deadline(deadline), std::move(stop)));
+  }
+  void async_lock(AsyncCallback done, std::stop_token stop = {}) {
+    starter(std::chrono::steady_clock::time_point::max(), std::move(stop))(std::move(done));
+  }
+  template <class Rep, class Period>
+  void async_try_lock_for(const std::chrono::duration<Rep, Period>& timeout, AsyncCallback done,
+                          std::stop_token stop = {}) {
+    starter(detail::deadline_after(timeout), std::move(stop))(std::move(done));
+  }
+  template <detail::completion_token Token>
+  auto async_lock(Token&& token, std::stop_token stop = {}) {
+    return detail::async_adapter<std::decay_t<Token>>::initiate(
+        std::forward<Token>(token), starter(std::chrono::steady_clock::time_point::max(), std::move(stop)));
+  }
+  template <class Rep, class Period, detail::completion_token Token>
+  auto async_try_lock_for(const std::chrono::duration<Rep, Period>& timeout, Token&& token,
+                          std::stop_token stop = {}) {
+    return detail::async_adapter<std::decay_t<Token>>::initiate(
+        std::forward<Token>(token), starter(detail::deadline_after(timeout), std::move(stop)));
+  }
+
   // Admin: frees the lock whoever holds it (for a stuck holder). The
   // holder's next renewal reports it lost. Throws on store errors.
   void force_unlock();
@@ -148,6 +203,10 @@ class Mutex {
   friend class Client;
   Mutex(std::shared_ptr<detail::ClientState> client, std::string name, MutexOptions options);
   bool acquire_until(std::chrono::steady_clock::time_point deadline);
+  // Starts an asynchronous acquisition by `deadline`; keeps what it needs
+  // (the client, the name, the options), so it may run after this Mutex
+  // is gone (an Asio token that starts when awaited).
+  detail::AsyncStart starter(std::chrono::steady_clock::time_point deadline, std::stop_token stop) const;
 
   std::shared_ptr<detail::ClientState> client_;
   std::string name_;

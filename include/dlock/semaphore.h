@@ -58,6 +58,7 @@
 //   crawl(crawlers.stop_token());
 #pragma once
 
+#include <dlock/hold.h>
 #include <dlock/mutex.h>
 #include <dlock/status.h>
 
@@ -97,6 +98,34 @@ class Semaphore {
   template <class Clock, class Duration>
   bool try_acquire_until(const std::chrono::time_point<Clock, Duration>& deadline) {
     return acquire_until(detail::steady_deadline(deadline));
+  }
+
+  // Asynchronous acquisition of one permit, as Mutex::async_lock (see
+  // there and dlock/hold.h): the permit belongs to the Hold it completes
+  // with — not to this handle (held() does not count it, release() does
+  // not give it back; the Hold does, when it goes). Needs a store that
+  // leases permits (redis://, file://, sqlite://, postgres://, mysql://);
+  // zk:// throws unsupported.
+  std::future<Hold> async_acquire(std::stop_token stop = {}) {
+    return Hold::future_of(starter(std::chrono::steady_clock::time_point::max(), std::move(stop)));
+  }
+  template <class Rep, class Period>
+  std::future<Hold> async_try_acquire_for(const std::chrono::duration<Rep, Period>& timeout,
+                                          std::stop_token stop = {}) {
+    return Hold::future_of(starter(detail::deadline_after(timeout), std::move(stop)));
+  }
+  void async_acquire(AsyncCallback done, std::stop_token stop = {}) {
+    starter(std::chrono::steady_clock::time_point::max(), std::move(stop))(std::move(done));
+  }
+  template <class Rep, class Period>
+  void async_try_acquire_for(const std::chrono::duration<Rep, Period>& timeout, AsyncCallback done,
+                             std::stop_token stop = {}) {
+    starter(detail::deadline_after(timeout), std::move(stop))(std::move(done));
+  }
+  template <detail::completion_token Token>
+  auto async_acquire(Token&& token, std::stop_token stop = {}) {
+    return detail::async_adapter<std::decay_t<Token>>::initiate(
+        std::forward<Token>(token), starter(std::chrono::steady_clock::time_point::max(), std::move(stop)));
   }
 
   // Gives back n of the permits this handle holds, newest first. Throws
@@ -143,6 +172,8 @@ class Semaphore {
   Semaphore(std::shared_ptr<detail::ClientState> client, std::string name, std::ptrdiff_t permits,
             MutexOptions options);
   bool acquire_until(std::chrono::steady_clock::time_point deadline);
+  // As Mutex::starter; throws unsupported where permits are not leased.
+  detail::AsyncStart starter(std::chrono::steady_clock::time_point deadline, std::stop_token stop) const;
 
   std::shared_ptr<detail::ClientState> client_;
   std::string name_;

@@ -1,7 +1,5 @@
 #include "core/acquire.h"
 
-#include "core/backoff.h"
-
 #include <algorithm>
 #include <thread>
 #include <utility>
@@ -18,48 +16,74 @@ constexpr std::chrono::milliseconds expiry_margin{1};
 
 }  // namespace
 
+Acquisition::Acquisition(LockDriver& driver, const LockRequest& request, steady::time_point deadline,
+                         const ClientOptions& options, std::atomic<std::uint64_t>& wakeups,
+                         std::atomic<std::uint64_t>* waits)
+    : driver_(driver),
+      request_(request),
+      deadline_(deadline),
+      wakeups_(wakeups),
+      waits_(waits),
+      backoff_(std::chrono::milliseconds(1), options.max_backoff) {}
+
+void Acquisition::prepare() {
+  if (std::exchange(prepared_, true)) return;
+  if (driver_.waits_in_queue() && deadline_ > steady::now()) {
+    // The place in the store's queue is taken by the first attempt and kept
+    // by the waiter: no attempt, release and re-queue per wait.
+    subscribed_ = true;
+    waiter_ = driver_.watch(request_);
+  }
+}
+
+Acquisition::Step Acquisition::settle(Result<Attempt> attempt) {
+  if (!attempt) return Outcome(attempt.status());
+  if (auto* grant = std::get_if<Grant>(&*attempt)) return Outcome(std::optional<Grant>(std::move(*grant)));
+  const Busy& busy = std::get<Busy>(*attempt);
+
+  const auto now = steady::now();
+  if (now >= deadline_) return Outcome(std::optional<Grant>());
+  if (waits_ && !std::exchange(counted_wait_, true)) waits_->fetch_add(1, std::memory_order_relaxed);
+  if (!subscribed_) {
+    // Subscribe, then try once more: a release between the failed
+    // attempt and the subscription would otherwise be missed.
+    subscribed_ = true;
+    waiter_ = driver_.watch(request_);
+    if (waiter_) return Again{};
+  }
+  auto wake = deadline_;
+  if (busy.holder_expires != steady::time_point::max())
+    wake = std::min(wake, busy.holder_expires + expiry_margin);
+  if (waiter_) return Wait{std::min(wake, now + notification_safety_net), waiter_.get()};
+  return Wait{std::min(wake, now + backoff_.next()), nullptr};
+}
+
+std::optional<Grant> Acquisition::woken(bool early) {
+  if (early) wakeups_.fetch_add(1, std::memory_order_relaxed);
+  // Handed to us by the release itself: no attempt needed.
+  return waiter_ ? waiter_->take_grant() : std::nullopt;
+}
+
+steady::time_point Acquisition::poll_until(const Wait& wait) {
+  return std::min(wait.until, steady::now() + backoff_.next());
+}
+
 Result<std::optional<Grant>> acquire(LockDriver& driver, const LockRequest& request,
                                      steady::time_point deadline, const ClientOptions& options,
                                      std::atomic<std::uint64_t>& wakeups, std::atomic<std::uint64_t>* waits) {
-  Backoff backoff(std::chrono::milliseconds(1), options.max_backoff);
-  std::unique_ptr<Waiter> waiter;
-  bool subscribed = false;
-  bool counted_wait = false;
-  if (driver.waits_in_queue() && deadline > steady::now()) {
-    // The place in the store's queue is taken by the first attempt and kept
-    // by the waiter: no attempt, release and re-queue per wait.
-    subscribed = true;
-    waiter = driver.watch(request);
-  }
+  Acquisition acquisition(driver, request, deadline, options, wakeups, waits);
   for (;;) {
-    auto attempt = driver.try_acquire(request);
-    if (!attempt) return attempt.status();
-    if (auto* grant = std::get_if<Grant>(&*attempt)) return std::optional<Grant>(std::move(*grant));
-    const Busy& busy = std::get<Busy>(*attempt);
-
-    auto now = steady::now();
-    if (now >= deadline) return std::optional<Grant>();
-    if (waits && !std::exchange(counted_wait, true)) waits->fetch_add(1, std::memory_order_relaxed);
-    if (!subscribed) {
-      // Subscribe, then try once more: a release between the failed
-      // attempt and the subscription would otherwise be missed.
-      subscribed = true;
-      waiter = driver.watch(request);
-      if (waiter) continue;
+    acquisition.prepare();
+    auto step = acquisition.settle(driver.try_acquire(request));
+    if (auto* outcome = std::get_if<Acquisition::Outcome>(&step)) return std::move(*outcome);
+    if (std::holds_alternative<Acquisition::Again>(step)) continue;
+    const auto& wait = std::get<Acquisition::Wait>(step);
+    if (!wait.waiter) {
+      std::this_thread::sleep_until(wait.until);
+      continue;
     }
-    auto wake = deadline;
-    if (busy.holder_expires != steady::time_point::max())
-      wake = std::min(wake, busy.holder_expires + expiry_margin);
-    if (waiter) {
-      wake = std::min(wake, now + notification_safety_net);
-      if (Status s = waiter->wait_until(wake); !s) return s;
-      if (steady::now() < wake) wakeups.fetch_add(1, std::memory_order_relaxed);
-      // Handed to us by the release itself: no attempt needed.
-      if (auto grant = waiter->take_grant()) return std::optional<Grant>(std::move(*grant));
-    } else {
-      wake = std::min(wake, now + backoff.next());
-      std::this_thread::sleep_until(wake);
-    }
+    if (Status s = wait.waiter->wait_until(wait.until); !s) return s;
+    if (auto grant = acquisition.woken(steady::now() < wait.until)) return std::optional<Grant>(std::move(*grant));
   }
 }
 

@@ -21,6 +21,9 @@ ClientState::ClientState(std::unique_ptr<Backend> backend, std::string client_id
 }
 
 ClientState::~ClientState() {
+  // What is still acquiring asynchronously ends first: no completion runs
+  // after this line, and none holds a lock.
+  async_.reset();
   keeper_.reset();  // no renewal from here on
   std::lock_guard lk(mu_);
   // Release what is still held, but stop talking to a store that stopped
@@ -67,9 +70,8 @@ Result<bool> ClientState::acquire(const std::string& name, LockKind kind, const 
     ++held->count;
     return true;
   }
-  LockRequest request{name, owner_for_this_thread(), options.lease, options.lease_mode, options.fair, kind,
-                      std::move(data)};
-  request.max_barging_wait = options.max_barging_wait;
+  LockRequest request = lock_request(name, kind, options, std::move(data));
+  request.owner = owner_for_this_thread();
   auto got = take(request, deadline);
   if (!got) return got.status();
   if (!*got) return false;
@@ -89,18 +91,55 @@ Result<std::optional<Grant>> ClientState::take(const LockRequest& request, stead
     if (!got || !*got) return got;
     // A grant whose answer took longer than its lease may already belong to
     // someone else: give it back and try again (or report the timeout).
-    if (const auto now = steady::now(); (*got)->valid_until > now) {
-      const auto took = std::chrono::duration<double>(now - start).count();
-      const auto& bounds = LatencyHistogram::bounds;
-      const auto bucket = static_cast<std::size_t>(std::lower_bound(bounds.begin(), bounds.end(), took) - bounds.begin());
-      latency_counts_[bucket].fetch_add(1, std::memory_order_relaxed);
-      latency_sum_ns_.fetch_add(static_cast<std::uint64_t>(std::chrono::nanoseconds(now - start).count()),
-                                std::memory_order_relaxed);
+    if ((*got)->valid_until > steady::now()) {
+      record_latency(start);
       return got;
     }
     (void)backend_->locks().release(request, **got);
     if (steady::now() >= deadline) return std::optional<Grant>();
   }
+}
+
+void ClientState::record_latency(steady::time_point start) noexcept {
+  const auto took = steady::now() - start;
+  const auto& bounds = LatencyHistogram::bounds;
+  const auto bucket = static_cast<std::size_t>(
+      std::lower_bound(bounds.begin(), bounds.end(), std::chrono::duration<double>(took).count()) - bounds.begin());
+  latency_counts_[bucket].fetch_add(1, std::memory_order_relaxed);
+  latency_sum_ns_.fetch_add(static_cast<std::uint64_t>(std::chrono::nanoseconds(took).count()),
+                            std::memory_order_relaxed);
+}
+
+void ClientState::acquire_async(LockRequest request, const MutexOptions& options, steady::time_point deadline,
+                                std::stop_token stop, AsyncCallback done) {
+  if (!done)
+    throw Error(errc::invalid_argument, "acquiring " + std::string(kind_name(request.kind)) + " '" + request.name +
+                                            "' asynchronously: the callback is empty");
+  std::call_once(async_started_, [&] {
+    async_ = std::make_unique<AsyncAcquirer>(backend_->locks(), options_, wakeups_, waits_);
+  });
+  request.owner = owner_of_its_own(client_id_);
+  const auto start = steady::now();
+  // The acquirer is this client's own: it ends before the client does, so
+  // `this` outlives every completion; weak_from_this() tells whether the
+  // client is still wanted (a Hold must keep it alive).
+  async_->start(std::move(request), deadline, std::move(stop),
+                [this, self = weak_from_this(), options, start, done = std::move(done)](
+                    LockRequest asked, AsyncAcquirer::Outcome got) {
+                  if (!got) return done(got.status(), dlock::Hold());
+                  if (!*got) return done({}, dlock::Hold());
+                  auto client = self.lock();
+                  if (!client) {
+                    (void)backend_->locks().release(asked, **got);
+                    return done(Status(errc::unavailable, "acquiring " + std::string(kind_name(asked.kind)) +
+                                                              " '" + asked.name +
+                                                              "': the client was destroyed before it was acquired"),
+                                dlock::Hold());
+                  }
+                  record_latency(start);
+                  auto hold = keep(std::move(asked), std::move(**got), options);
+                  done({}, dlock::Hold(std::move(client), std::move(hold)));
+                });
 }
 
 std::shared_ptr<Hold> ClientState::keep(LockRequest request, Grant grant, const MutexOptions& options) {

@@ -6,6 +6,9 @@
 // stops, and locks still held are released.
 #pragma once
 
+#include <dlock/hold.h>
+
+#include "core/async_acquirer.h"
 #include "core/driver.h"
 #include "core/hold.h"
 #include "core/lease_keeper.h"
@@ -24,7 +27,7 @@
 
 namespace dlock::detail {
 
-class ClientState {
+class ClientState : public std::enable_shared_from_this<ClientState> {
  public:
   ClientState(std::unique_ptr<Backend> backend, std::string client_id, std::string url,
               std::string scheme, ClientOptions options);
@@ -42,6 +45,13 @@ class ClientState {
   // The calling thread's hold of `name` as `kind`, or nullptr.
   std::shared_ptr<Hold> find(const std::string& name, LockKind kind) const;
   Status force_release(const std::string& name);
+
+  // Acquires `request` (its owner is set here: one of its own, see
+  // dlock/hold.h) by `deadline` on the async thread, made on the first
+  // call; `done` gets the dlock::Hold, once (see AsyncCallback). Throws
+  // invalid_argument for an empty `done`.
+  void acquire_async(LockRequest request, const MutexOptions& options, steady::time_point deadline,
+                     std::stop_token stop, AsyncCallback done);
 
   // One grant for `request` by `deadline` through the one acquire loop
   // (nullopt: not by the deadline); a grant whose answer came after its
@@ -74,6 +84,8 @@ class ClientState {
   using Key = std::tuple<std::string, LockKind, std::uint64_t>;
 
   void account_release(const Status& s, LockKind kind, const std::string& name) noexcept;
+  // ClientStats::acquire_latency: one acquisition asked for at `start`, granted now.
+  void record_latency(steady::time_point start) noexcept;
 
   std::unique_ptr<Backend> backend_;
   std::string client_id_;
@@ -93,6 +105,8 @@ class ClientState {
   std::atomic<std::uint64_t> latency_sum_ns_{0};
   std::unique_ptr<LeaseKeeper> keeper_;
   std::unique_ptr<SemaphoreDriver> permits_;  // Backend::supports_permits only
+  std::once_flag async_started_;
+  std::unique_ptr<AsyncAcquirer> async_;  // made by the first acquire_async
 };
 
 // Builds a Client around an opened backend (used by connect()).

@@ -75,6 +75,13 @@ struct LockRequest {
   std::chrono::milliseconds max_barging_wait = MutexOptions{}.max_barging_wait;
 };
 
+// The request for `name` as `kind` with `options` (the owner left to fill).
+inline LockRequest lock_request(std::string name, LockKind kind, const MutexOptions& options, std::string data = {}) {
+  LockRequest request{std::move(name), {}, options.lease, options.lease_mode, options.fair, kind, std::move(data)};
+  request.max_barging_wait = options.max_barging_wait;
+  return request;
+}
+
 // Backend state a grant needs later (an open descriptor, a row id, ...).
 class GrantState {
  public:
@@ -118,6 +125,15 @@ class Waiter {
   // try_acquire's. nullopt: try again as usual. A grant not taken is
   // released by the Waiter when it goes.
   virtual std::optional<Grant> take_grant() { return std::nullopt; }
+  // The non-blocking form of wait_until, for the async API: from now until
+  // the Waiter goes, `notify` runs each time the waiter is notified, on a
+  // thread of the client's (it must not block or call the store), possibly
+  // once more while the Waiter is being destroyed. false: this Waiter can
+  // only block, so its owner polls (Busy::holder_expires, backoff) instead.
+  virtual bool on_notify(std::function<void()> notify) {
+    (void)notify;
+    return false;
+  }
 };
 
 // One lease to renew in a batch; the backend fills `outcome`.
@@ -136,6 +152,16 @@ class LockDriver {
 
   // One attempt to take the lock: a Grant with a fresh fencing token, or Busy.
   virtual Result<Attempt> try_acquire(const LockRequest& request) = 0;
+
+  // try_acquire for each of `requests`, in as few round trips as the store
+  // allows (the async API attempts many acquisitions at once); by default
+  // one after another.
+  virtual std::vector<Result<Attempt>> try_acquire_many(std::span<const LockRequest* const> requests) {
+    std::vector<Result<Attempt>> out;
+    out.reserve(requests.size());
+    for (const LockRequest* request : requests) out.push_back(try_acquire(*request));
+    return out;
+  }
 
   // nullptr if this backend has no notifications; core then polls with backoff.
   virtual std::unique_ptr<Waiter> watch(const LockRequest& request) = 0;

@@ -34,6 +34,13 @@ bool Election::campaign_until_steady(steady::time_point deadline, std::string id
   return client_->acquire(name_, LockKind::latch, options_, deadline, std::move(id)).value();
 }
 
+detail::AsyncStart Election::starter(steady::time_point deadline, std::string id, std::stop_token stop) const {
+  return [client = client_, name = name_, options = options_, deadline, id = std::move(id), stop](AsyncCallback done) {
+    client->acquire_async(detail::lock_request(name, LockKind::latch, options, id), options, deadline, stop,
+                          std::move(done));
+  };
+}
+
 void Election::resign() noexcept { (void)client_->release(name_, LockKind::latch); }
 
 Status Election::resign_checked() noexcept { return client_->release(name_, LockKind::latch); }

@@ -16,6 +16,7 @@ class Category final : public std::error_category {
       case errc::would_deadlock: return "would deadlock";
       case errc::unsupported: return "not supported by this backend";
       case errc::internal: return "internal error";
+      case errc::cancelled: return "cancelled";
     }
     return "unknown dlock error";
   }
@@ -38,6 +39,7 @@ const char* to_string(errc e) noexcept {
     case errc::would_deadlock: return "would_deadlock";
     case errc::unsupported: return "unsupported";
     case errc::internal: return "internal";
+    case errc::cancelled: return "cancelled";
   }
   return "ok";
 }

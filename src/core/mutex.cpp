@@ -60,6 +60,13 @@ std::size_t Mutex::hold_count() const noexcept {
   }
 }
 
+detail::AsyncStart Mutex::starter(std::chrono::steady_clock::time_point deadline, std::stop_token stop) const {
+  return [client = client_, name = name_, options = options_, deadline, stop](AsyncCallback done) {
+    client->acquire_async(detail::lock_request(name, detail::LockKind::mutex, options), options, deadline, stop,
+                          std::move(done));
+  };
+}
+
 void Mutex::force_unlock() { client_->force_release(name_).throw_if_error(); }
 
 }  // namespace dlock

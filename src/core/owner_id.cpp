@@ -35,14 +35,25 @@ Result<std::string> random_uuid() {
   return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" + h.substr(20, 12);
 }
 
-std::uint64_t thread_ordinal() noexcept {
+namespace {
+// Ordinals of threads and of holds of their own share one sequence.
+std::uint64_t next_ordinal() noexcept {
   static std::atomic<std::uint64_t> next{1};
-  thread_local const std::uint64_t mine = next.fetch_add(1, std::memory_order_relaxed);
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+std::uint64_t thread_ordinal() noexcept {
+  thread_local const std::uint64_t mine = next_ordinal();
   return mine;
 }
 
 std::string owner_for_this_thread(const std::string& client_id) {
   return client_id + "-" + std::to_string(thread_ordinal());
+}
+
+std::string owner_of_its_own(const std::string& client_id) {
+  return client_id + "-" + std::to_string(next_ordinal());
 }
 
 std::string short_owner(std::string_view owner) {

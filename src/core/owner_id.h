@@ -24,6 +24,11 @@ std::uint64_t thread_ordinal() noexcept;
 // The owner of a lock taken by the calling thread: "<client id>-<ordinal>".
 std::string owner_for_this_thread(const std::string& client_id);
 
+// An owner of its own, in the same form, for a hold that belongs to no
+// thread (dlock::Hold, the async API): its ordinal is never a thread's or
+// another such hold's.
+std::string owner_of_its_own(const std::string& client_id);
+
 // For people: the first 8 hex digits and an ellipsis, never the full id.
 std::string short_owner(std::string_view owner);
 

@@ -99,6 +99,18 @@ bool Semaphore::acquire_until(std::chrono::steady_clock::time_point deadline) {
   return true;
 }
 
+detail::AsyncStart Semaphore::starter(std::chrono::steady_clock::time_point deadline, std::stop_token stop) const {
+  if (!book_) throw Error(errc::invalid_argument, "semaphore: this handle was moved from");
+  if (!client_->backend().supports_permits())
+    throw Error(errc::unsupported, "async_acquire of semaphore '" + name_ + "': the " + client_->scheme() +
+                                       " backend does not lease permits (its semaphore waits only on a thread)");
+  return [client = client_, name = name_, permits = permits_, options = options_, deadline, stop](AsyncCallback done) {
+    auto request = detail::lock_request(name, detail::LockKind::permit, options);
+    request.permits = static_cast<std::int32_t>(permits);
+    client->acquire_async(std::move(request), options, deadline, stop, std::move(done));
+  };
+}
+
 Status Semaphore::release_checked(std::ptrdiff_t n) noexcept {
   try {
     if (!book_) return Status(errc::invalid_argument, "semaphore: this handle was moved from");

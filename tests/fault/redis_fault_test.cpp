@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -146,6 +147,41 @@ TEST_F(RedisFault, StoppedServerFailsCallsWithinTheirTimeout) {
   }
   EXPECT_TRUE(recovered);
   if (recovered) m.unlock();
+}
+
+// The async API's acquisitions are bounded as calls are: waiting ones
+// re-check within their safety net, and that attempt fails within
+// op_timeout; none hangs while the server is stopped, and it recovers.
+TEST_F(RedisFault, StoppedServerFailsPendingAsyncAcquisitionsInBoundedTime) {
+  auto client = dlock::connect(base_url(), {.op_timeout = 500ms});
+  auto m = client->mutex("stopped-async");
+  m.lock();  // this thread holds it: every async acquisition waits
+  std::vector<std::future<Hold>> waiting;
+  for (int i = 0; i < 20; ++i) waiting.push_back(m.async_lock());
+  std::this_thread::sleep_for(scaled(200ms));
+  ::kill(server_pid(), SIGSTOP);
+  const auto stopped = steady::now();
+  auto fresh = client->mutex("stopped-async-free").async_lock();
+  for (auto* f : {&fresh, &waiting.front(), &waiting.back()}) {
+    ASSERT_EQ(f->wait_until(stopped + scaled(3s)), std::future_status::ready) << "an acquisition hung";
+    try {
+      (void)f->get();
+      ADD_FAILURE() << "an acquisition on a stopped server succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::unavailable) << e.what();
+    }
+  }
+  ::kill(server_pid(), SIGCONT);
+  m.unlock();
+  bool recovered = false;
+  for (int i = 0; i < 20 && !recovered; ++i) {
+    try {
+      recovered = static_cast<bool>(m.async_try_lock_for(1s).get());
+    } catch (const Error&) {
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  EXPECT_TRUE(recovered);
 }
 
 TEST_F(RedisFault, RestartedServerMakesTheHolderLoseTheLock) {

@@ -4,7 +4,8 @@
 //       COUNT critical sections: lock, fenced enter, read counter, pause
 //       WORK_US, write counter + 1, leave, unlock. "nolock" skips the lock
 //       (the control run that shows the oracle can see violations);
-//       "semaphore" takes a permit of a one-permit Semaphore instead of the Mutex.
+//       "semaphore" takes a permit of a one-permit Semaphore instead of the Mutex;
+//       "async" takes the Mutex through async_lock() (a Hold of its own).
 //       Permits and barrier members are leased for 1 s (watchdog): on stores
 //       that lease them, a killed worker's share comes back within the
 //       tests' bounds, as on stores that end it with the session.
@@ -64,6 +65,16 @@ int hammer(Lock* lock, const std::string& resource_path, int count, int work_us)
 
 constexpr std::chrono::milliseconds short_lease{1'000};
 
+// A Mutex taken asynchronously, shaped for hammer(): each lock() is an
+// async_lock() waited for, its Hold kept until unlock().
+struct AsyncLock {
+  dlock::Mutex& mutex;
+  dlock::Hold hold;
+  void lock() { hold = mutex.async_lock().get(); }
+  std::uint64_t token() const { return hold.token(); }
+  void unlock() { hold.unlock(); }
+};
+
 int hammer(const std::string& url, const std::string& name, int count, const std::string& resource_path,
            int work_us, const std::string& how) {
   auto client = dlock::connect(url);
@@ -84,6 +95,10 @@ int hammer(const std::string& url, const std::string& name, int count, const std
     return hammer(&semaphore, resource_path, count, work_us);
   }
   auto mutex = client->mutex(name);
+  if (how == "async") {
+    AsyncLock lock{mutex, {}};
+    return hammer(&lock, resource_path, count, work_us);
+  }
   return hammer(how == "nolock" ? nullptr : &mutex, resource_path, count, work_us);
 }
 

@@ -176,6 +176,7 @@ class RedisWaiter final : public Waiter {
   ~RedisWaiter() override;
   Status wait_until(steady::time_point until) override;
   std::optional<Grant> take_grant() override;
+  bool on_notify(std::function<void()> notify) override;
 
  private:
   RedisBackend& backend_;
@@ -234,70 +235,36 @@ class RedisBackend final : public Backend, public LockDriver {
   }
 
   Result<Attempt> try_acquire(const LockRequest& request) override {
-    const auto sent = steady::now();
-    const auto deadline = sent + config_.op_timeout;
-    const std::string step = "acquiring " + std::string(kind_name(request.kind)) + " '" + request.name + "'";
-    // Waiting (watch() was called): this attempt queues us if it fails.
-    const std::string key = slot_key(request);
-    auto slot = subscriber_.find(key, request.name);
-    const std::string entry = slot ? store_.entry(*slot) : std::string();
-    const Layout& layout = layout_of(request.kind);
-    const Keys keys = keys_of(request.name, layout);
-    const std::string lease = ms(request.lease), ttl = ms(config_.waiter_ttl), retention = ms(config_.token_retention);
-    // How long a waiter lets others barge; 0 = in order (fair, and an
-    // election always: the next in line leads, as on zk://).
-    const std::string bound = request.fair || request.kind == LockKind::latch ? "0" : ms(request.max_barging_wait);
-    std::vector<std::string_view> args = {request.owner, lease, entry, ttl, bound};
-    std::string permits, tag;
-    switch (request.kind) {
-      case LockKind::read:
-      case LockKind::write:
-        args.insert(args.end(), {request.kind == LockKind::write ? "w" : "r", retention});
-        break;
-      case LockKind::permit:
-        permits = std::to_string(request.permits);
-        args.insert(args.end(), {permits, retention});
-        break;
-      default:
-        // A mutex or a leadership: the lease's mode too.
-        args.push_back(request.mode == LeaseMode::fixed ? "1" : "0");
-        if (request.kind == LockKind::latch) {
-          tag = observer_tag(request.name);
-          args.insert(args.end(), {request.data, channel_prefix_, tag});
-        }
-        break;
-    }
+    const AcquireCall call = acquire_call(request);
+    auto reply = pool_.eval(layout_of(request.kind).acquire, call.keys.all(), call.views(),
+                            call.sent + config_.op_timeout, call.step, call.keys[0]);
+    if (!reply) return acquired(call, nullptr, reply.status());
+    return acquired(call, reply->get(), {});
+  }
 
-    auto reply = pool_.eval(layout.acquire, keys.all(), args, deadline, step, keys[0]);
-    const redisReply* r = reply ? reply->get() : nullptr;
-    const bool granted = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && integer(r->element[0]) == 1;
-    // Busy: our entry is queued, and leaving must remove it. Granted: the
-    // script removed it. No answer: core ends its loop on this error, and
-    // leaving would cost another op_timeout against a server that just
-    // failed us; the entry's deadline (waiter_ttl) removes it instead.
-    // A busy reply also says when the server ran it: a later handover's
-    // validity counts from there.
-    const std::int64_t server_ms =
-        r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 ? signed_number(r->element[2]).value_or(-1) : -1;
-    if (slot) subscriber_.set_queued(*slot, reply && !granted, sent, server_ms);
-    if (!reply) return reply.status();
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) return unexpected(step);
-    if (granted) {
-      auto token = unsigned_number(r->element[1]);
-      if (!token) return unexpected(step);
-      Grant grant;
-      grant.token = *token;
-      grant.valid_until = sent + request.lease;
-      return Attempt(std::move(grant));
+  // Every attempt in one pipeline: one round trip for them all (the async
+  // API's rounds). A script the server forgot is loaded by the one
+  // attempt that retries alone.
+  std::vector<Result<Attempt>> try_acquire_many(std::span<const LockRequest* const> requests) override {
+    std::vector<AcquireCall> calls;
+    calls.reserve(requests.size());
+    Batch batch;
+    for (const LockRequest* request : requests) {
+      calls.push_back(acquire_call(*request));
+      batch.add_eval(pool_.sha(layout_of(request->kind).acquire), calls.back().keys.all(), calls.back().views());
     }
-    if (integer(r->element[0]) == -1)
-      return Status(errc::invalid_argument,
-                    "semaphore '" + request.name + "': declared here with " + permits +
-                        " permits, but the store has it with " + std::string(text_of(r->element[1])) +
-                        " (every handle of one name must declare the same count)");
-    Busy busy;
-    if (auto left = integer(r->element[1]); left >= 0) busy.holder_expires = steady::now() + milliseconds(left);
-    return Attempt(busy);
+    Replies replies = pool_.run(batch, steady::now() + config_.op_timeout, "acquiring locks");
+    std::vector<Result<Attempt>> out;
+    out.reserve(requests.size());
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const redisReply* r = i < replies.replies.size() ? replies.replies[i].get() : nullptr;
+      if (!r) out.push_back(acquired(calls[i], nullptr, replies.failure));
+      else if (is_noscript(r)) out.push_back(try_acquire(*requests[i]));
+      else if (r->type == REDIS_REPLY_ERROR)
+        out.push_back(acquired(calls[i], nullptr, to_status(nullptr, r, calls[i].step, calls[i].keys[0])));
+      else out.push_back(acquired(calls[i], r, {}));
+    }
+    return out;
   }
 
   std::unique_ptr<Waiter> watch(const LockRequest& request) override {
@@ -612,6 +579,79 @@ class RedisBackend final : public Backend, public LockDriver {
  private:
   Keys keys_of(std::string_view name, const Layout& layout) const { return Keys(store_.base(name), layout.suffixes); }
 
+  // What one attempt sends (the acquire script's keys and arguments), and
+  // what reading its answer needs.
+  struct AcquireCall {
+    const LockRequest& request;
+    steady::time_point sent;
+    std::string step;
+    // Waiting (watch() was called): the attempt queues us if it fails.
+    std::shared_ptr<Subscriber::Slot> slot;
+    Keys keys;
+    std::vector<std::string> args;
+    std::vector<std::string_view> views() const { return {args.begin(), args.end()}; }
+  };
+  AcquireCall acquire_call(const LockRequest& request) {
+    const Layout& layout = layout_of(request.kind);
+    AcquireCall call{request, steady::now(),
+                     "acquiring " + std::string(kind_name(request.kind)) + " '" + request.name + "'",
+                     subscriber_.find(slot_key(request), request.name), keys_of(request.name, layout), {}};
+    const std::string retention = ms(config_.token_retention);
+    // How long a waiter lets others barge; 0 = in order (fair, and an
+    // election always: the next in line leads, as on zk://).
+    const std::string bound = request.fair || request.kind == LockKind::latch ? "0" : ms(request.max_barging_wait);
+    call.args = {request.owner, ms(request.lease), call.slot ? store_.entry(*call.slot) : std::string(),
+                 ms(config_.waiter_ttl), bound};
+    switch (request.kind) {
+      case LockKind::read:
+      case LockKind::write:
+        call.args.insert(call.args.end(), {request.kind == LockKind::write ? "w" : "r", retention});
+        break;
+      case LockKind::permit:
+        call.args.insert(call.args.end(), {std::to_string(request.permits), retention});
+        break;
+      default:
+        // A mutex or a leadership: the lease's mode too.
+        call.args.push_back(request.mode == LeaseMode::fixed ? "1" : "0");
+        if (request.kind == LockKind::latch)
+          call.args.insert(call.args.end(), {request.data, channel_prefix_, observer_tag(request.name)});
+        break;
+    }
+    return call;
+  }
+  // The attempt's outcome from the script's reply `r` (nullptr: `failure`).
+  Result<Attempt> acquired(const AcquireCall& call, const redisReply* r, const Status& failure) {
+    const LockRequest& request = call.request;
+    const bool granted = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && integer(r->element[0]) == 1;
+    // Busy: our entry is queued, and leaving must remove it. Granted: the
+    // script removed it. No answer: core ends its loop on this error, and
+    // leaving would cost another op_timeout against a server that just
+    // failed us; the entry's deadline (waiter_ttl) removes it instead.
+    // A busy reply also says when the server ran it: a later handover's
+    // validity counts from there.
+    const std::int64_t server_ms =
+        r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 ? signed_number(r->element[2]).value_or(-1) : -1;
+    if (call.slot) subscriber_.set_queued(*call.slot, r && !granted, call.sent, server_ms);
+    if (!r) return failure;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) return unexpected(call.step);
+    if (granted) {
+      auto token = unsigned_number(r->element[1]);
+      if (!token) return unexpected(call.step);
+      Grant grant;
+      grant.token = *token;
+      grant.valid_until = call.sent + request.lease;
+      return Attempt(std::move(grant));
+    }
+    if (integer(r->element[0]) == -1)
+      return Status(errc::invalid_argument,
+                    "semaphore '" + request.name + "': declared here with " + std::to_string(request.permits) +
+                        " permits, but the store has it with " + std::string(text_of(r->element[1])) +
+                        " (every handle of one name must declare the same count)");
+    Busy busy;
+    if (auto left = integer(r->element[1]); left >= 0) busy.holder_expires = steady::now() + milliseconds(left);
+    return Attempt(busy);
+  }
+
   // What releasing `request` sends: the script, its keys and arguments.
   struct ReleaseCall {
     Script script;
@@ -670,6 +710,11 @@ std::optional<Grant> RedisWaiter::take_grant() {
 Status RedisWaiter::wait_until(steady::time_point until) {
   backend_.subscriber().wait(*slot_, until);
   return {};
+}
+
+bool RedisWaiter::on_notify(std::function<void()> notify) {
+  backend_.subscriber().call_back(*slot_, std::move(notify));
+  return true;
 }
 
 }  // namespace

@@ -113,12 +113,30 @@ void Subscriber::wait(Slot& slot, steady::time_point until) {
   slot.notified = false;
 }
 
-void Subscriber::wake_all() {
-  std::lock_guard lk(mu_);
-  for (auto& [owner, slot] : slots_) {
-    slot->notified = true;
-    slot->cv.notify_one();
+void Subscriber::call_back(Slot& slot, std::function<void()> notify) {
+  bool already;
+  {
+    std::lock_guard lk(mu_);
+    slot.on_notify = notify;
+    already = slot.notified;
   }
+  if (already) notify();
+}
+
+std::function<void()> Subscriber::notify(Slot& slot) {
+  slot.notified = true;
+  slot.cv.notify_one();
+  return slot.on_notify;
+}
+
+void Subscriber::wake_all() {
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [owner, slot] : slots_)
+      if (auto call = notify(*slot)) calls.push_back(std::move(call));
+  }
+  for (auto& call : calls) call();
 }
 
 // A message "<client id>/<owner>/<nonce>\n<name>" wakes the slot of that
@@ -155,12 +173,15 @@ void Subscriber::dispatch(const redisReply* r) {
   } else if (fields.size() != 1) {
     return;
   }
-  std::lock_guard lk(mu_);
-  auto it = slots_.find(owner);
-  if (it == slots_.end() || it->second->name != fields[0] || it->second->nonce != nonce) return;
-  if (handover) it->second->handover = handover;
-  it->second->notified = true;
-  it->second->cv.notify_one();
+  std::function<void()> call;
+  {
+    std::lock_guard lk(mu_);
+    auto it = slots_.find(owner);
+    if (it == slots_.end() || it->second->name != fields[0] || it->second->nonce != nonce) return;
+    if (handover) it->second->handover = handover;
+    call = notify(*it->second);
+  }
+  if (call) call();
 }
 
 bool Subscriber::sleep_unless_stopped(milliseconds d) {

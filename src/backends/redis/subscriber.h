@@ -14,6 +14,7 @@
 #include "backends/redis/session.h"
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -49,6 +50,8 @@ class Subscriber {
     // A release handed the lock to us (its wake-up carried the token).
     std::optional<Handover> handover;  // guarded by Subscriber's mutex
     std::condition_variable cv;
+    // Called (without the mutex) on each notification (Waiter::on_notify).
+    std::function<void()> on_notify;   // guarded by Subscriber's mutex
   };
 
   Subscriber(const Config& config, std::string channel);
@@ -80,10 +83,15 @@ class Subscriber {
   std::optional<Handover> untaken_handover(Slot& slot);
   // Until the slot is notified or `until`; clears the notification.
   void wait(Slot& slot, steady::time_point until);
+  // From now on `notify` runs on each notification of the slot (at once if
+  // one came already), on the subscriber's thread.
+  void call_back(Slot& slot, std::function<void()> notify);
 
  private:
   void run();
   Status subscribe(steady::time_point deadline);
+  // Notifies `slot`; the callback to run once the mutex is let go, if any.
+  std::function<void()> notify(Slot& slot);
   void dispatch(const redisReply* reply);
   void wake_all();
   bool sleep_unless_stopped(std::chrono::milliseconds d);

@@ -99,22 +99,38 @@ bool Signal::wait_until(steady::time_point until) {
 }
 
 void Signal::notify(bool node_deleted) {
+  std::function<void()> call;
   {
     std::lock_guard lk(mu_);
     notified_ = true;
     deleted_ = deleted_ || node_deleted;
+    call = on_notify_;
   }
   cv_.notify_all();
+  if (call) call();
 }
 
 void Signal::notify_deleted(std::string node) {
+  std::function<void()> call;
   {
     std::lock_guard lk(mu_);
     notified_ = true;
     deleted_ = true;
     deleted_nodes_.push_back(std::move(node));
+    call = on_notify_;
   }
   cv_.notify_all();
+  if (call) call();
+}
+
+void Signal::call_back(std::function<void()> notify) {
+  bool pending;
+  {
+    std::lock_guard lk(mu_);
+    on_notify_ = notify;
+    pending = notified_;
+  }
+  if (pending) notify();
 }
 
 bool Signal::take_deleted() {

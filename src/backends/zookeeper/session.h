@@ -77,6 +77,9 @@ class Signal {
   // true if notified before `until` (the flag is then consumed).
   bool wait_until(steady::time_point until);
   void notify(bool node_deleted);
+  // From now on `notify` also runs (without the signal's mutex, on the
+  // thread that notifies) on each notification; at once if one is pending.
+  void call_back(std::function<void()> notify);
   // A watched node was deleted: `node`, its path.
   void notify_deleted(std::string node);
   // Whether a watched node was deleted since the last take (consumed).
@@ -93,6 +96,7 @@ class Signal {
   std::condition_variable cv_;
   bool notified_ = false;
   bool deleted_ = false;
+  std::function<void()> on_notify_;  // guarded by mu_
   std::vector<std::string> deleted_nodes_;
 };
 

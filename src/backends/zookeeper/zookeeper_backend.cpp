@@ -144,6 +144,10 @@ class ContenderWaiter final : public Waiter {
     contender_->signal->wait_until(until);
     return {};
   }
+  bool on_notify(std::function<void()> notify) override {
+    contender_->signal->call_back(std::move(notify));
+    return true;
+  }
 
  private:
   ZooKeeperBackend& backend_;
