@@ -4,7 +4,7 @@
 #   lib/<arch>/libdlock.so.X.Y.Z         the shared library (SONAME libdlock.so.X.Y; public API exported only)
 #   lib/<arch>/libdlock.a                every static library of the build merged into one archive
 #   lib/<arch>/cmake/dlock/              dlockConfig.cmake + version file: find_package(dlock 0.2 CONFIG
-#                                        [COMPONENTS file sqlite postgres redis zookeeper]) -> dlock::dlock
+#                                        [COMPONENTS file sqlite postgres mysql redis zookeeper]) -> dlock::dlock
 #                                        (shared) and dlock::dlock_static
 #   lib/<arch>/pkgconfig/dlock.pc        pkg-config --cflags --libs [--static] dlock
 #   bin/dlock                            the command-line tool (dlock --help)
@@ -50,6 +50,10 @@ endif()
 if(DLOCK_WITH_POSTGRES)
   list(APPEND DLOCK_BACKENDS postgres)
   string(APPEND DLOCK_PC_REQUIRES_PRIVATE " libpq")
+endif()
+if(DLOCK_WITH_MYSQL)
+  list(APPEND DLOCK_BACKENDS mysql)
+  string(APPEND DLOCK_PC_REQUIRES_PRIVATE " libmariadb")
 endif()
 if(DLOCK_WITH_ZOOKEEPER)
   list(APPEND DLOCK_BACKENDS zookeeper)

@@ -298,7 +298,7 @@ TEST_P(Conformance, HolderPausedPastFixedLeaseIsFencedOff) {
   // The stale holder's unlock must not have freed the new holder's lock.
   auto third = client()->mutex(lock_name());
   EXPECT_FALSE(third.try_lock());
-  m.unlock();
+  EXPECT_TRUE(m.unlock_checked().ok());  // waits: another client's try_lock must not overtake it
   EXPECT_TRUE(third.try_lock());
   third.unlock();
 }
@@ -318,7 +318,7 @@ TEST_P(Conformance, WatchdogKeepsShortLeaseAlive) {
   }
   EXPECT_EQ(m.token(), token);
   EXPECT_GE(c->stats().renewals, 8u);  // every ~333 ms for 5 s, some slack for a loaded machine
-  m.unlock();
+  EXPECT_TRUE(m.unlock_checked().ok());  // waits: another client's try_lock must not overtake it
   EXPECT_TRUE(contender.try_lock());
   contender.unlock();
 }
