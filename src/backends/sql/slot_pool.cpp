@@ -21,16 +21,24 @@ Result<Pool::Lease> SlotPool::take(std::string_view step, steady::time_point dea
     index = free_slot();
     slots_[index].busy = true;
   }
-  Slot& slot = slots_[index];  // ours until given back
+  Slot& slot = slots_[index];  // ours until given back; its conn changes under mu_ (give_back reads them all)
   if (!slot.conn || slot.conn->broken()) {
     const bool was_open = slot.conn != nullptr;
-    slot.conn.reset();
+    std::unique_ptr<PooledConnection> old;
+    {
+      std::lock_guard lk(mu_);
+      old = std::move(slot.conn);
+    }
+    old.reset();  // closed outside the lock
     auto fresh = open_(deadline);
     if (!fresh) {
       release(index);
       return fresh.status();
     }
-    slot.conn = std::move(*fresh);
+    {
+      std::lock_guard lk(mu_);
+      slot.conn = std::move(*fresh);
+    }
     if (was_open) events_.connection_restored(backend_ + " connection");
   }
   slot.conn->set_deadline(deadline);
@@ -38,12 +46,17 @@ Result<Pool::Lease> SlotPool::take(std::string_view step, steady::time_point dea
 }
 
 void SlotPool::give_back(Connection* c) noexcept {
-  for (std::size_t i = 0; i < slots_.size(); ++i) {
-    if (slots_[i].conn.get() != c) continue;
-    if (slots_[i].conn->broken()) events_.connection_lost(backend_ + " connection");
-    release(i);
-    return;
+  std::size_t index = slots_.size();
+  {
+    // Other slots' connections may be replaced meanwhile: look under mu_.
+    std::lock_guard lk(mu_);
+    for (std::size_t i = 0; i < slots_.size() && index == slots_.size(); ++i)
+      if (slots_[i].conn.get() == c) index = i;
   }
+  if (index == slots_.size()) return;
+  // Ours until released: only this caller touches it.
+  if (slots_[index].conn->broken()) events_.connection_lost(backend_ + " connection");
+  release(index);
 }
 
 void SlotPool::release(std::size_t index) {
