@@ -57,6 +57,17 @@ struct BackendUnderTest {
 // gtest prints the parameter by its name, not its bytes.
 inline void PrintTo(const BackendUnderTest& backend, std::ostream* os) { *os << backend.name; }
 
+// What a backend on the lock table recipe (sqlite, postgres, mysql) has.
+inline void claim_table_recipe(BackendUnderTest& b) {
+  b.shared = true;
+  b.downgrade = true;
+  b.election = true;
+  b.semaphore = true;
+  b.async_semaphore = true;
+  b.counters = true;
+  b.barrier = true;
+}
+
 inline std::vector<BackendUnderTest> backends_under_test() {
   std::vector<BackendUnderTest> all;
 #ifdef DLOCK_WITH_FILE
@@ -72,14 +83,8 @@ inline std::vector<BackendUnderTest> backends_under_test() {
 #endif
 #ifdef DLOCK_WITH_SQLITE
   all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false, true, true});
-  all.back().shared = true;
+  claim_table_recipe(all.back());
   all.back().bounded_wait = true;
-  all.back().downgrade = true;
-  all.back().election = true;
-  all.back().semaphore = true;
-  all.back().async_semaphore = true;
-  all.back().counters = true;
-  all.back().barrier = true;
 #endif
 #ifdef DLOCK_WITH_REDIS
   all.push_back({"redis", [](const std::string& dir) { return server_url("redis") + "/0?prefix=" + unique_prefix(dir); },
@@ -113,14 +118,8 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.push_back({"postgres",
                  [](const std::string& dir) { return server_url("postgres") + "?schema=" + sql_identifier(dir); },
                  false, true, true});
-  all.back().shared = true;
+  claim_table_recipe(all.back());
   all.back().bounded_wait = true;
-  all.back().downgrade = true;
-  all.back().election = true;
-  all.back().semaphore = true;
-  all.back().async_semaphore = true;
-  all.back().counters = true;
-  all.back().barrier = true;
   // Session mode: advisory locks that die with their connection (the
   // server ends a holder's session idle past its lease). Mutex only.
   all.push_back({"postgres_session",
@@ -141,21 +140,16 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.push_back({"mysql",
                  [](const std::string& dir) { return server_url("mysql") + "_" + sql_identifier(dir).substr(0, 50); },
                  false, false, false});
-  all.back().shared = true;
-  all.back().downgrade = true;
-  all.back().counters = true;
-  all.back().election = true;
-  all.back().semaphore = true;
-  all.back().async_semaphore = true;
-  all.back().barrier = true;
+  claim_table_recipe(all.back());
 #endif
   return all;
 }
 
-// The backends whose `claim` is true, e.g. backends_claiming(&BackendUnderTest::barrier).
-inline std::vector<BackendUnderTest> backends_claiming(bool BackendUnderTest::*claim) {
+// The backends whose claims are all true, e.g. backends_claiming(&BackendUnderTest::barrier).
+template <class... Claims>
+std::vector<BackendUnderTest> backends_claiming(Claims... claims) {
   auto all = backends_under_test();
-  std::erase_if(all, [claim](const BackendUnderTest& b) { return !(b.*claim); });
+  std::erase_if(all, [&](const BackendUnderTest& b) { return !((b.*claims) && ...); });
   return all;
 }
 
