@@ -49,11 +49,26 @@ stop_pid_file() {
   rm -f "$file"
 }
 
+# All at once (each takes 1 to 2 s to exit on SIGTERM); what is left after
+# 2 s is killed: the data is thrown away anyway.
 stop_all() {
-  local f
+  local f pids=()
   for f in "$dir"/sentinel-*.pid "$dir"/node-*.pid; do
-    [[ -e "$f" ]] && stop_pid_file "$f"
+    [[ -e "$f" ]] || continue
+    pids+=("$(cat "$f")")
+    rm -f "$f"
   done
+  ((${#pids[@]})) || return 0
+  kill -CONT "${pids[@]}" 2>/dev/null || true
+  kill "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 1 40); do
+    kill -0 "${pids[@]}" 2>/dev/null || break
+    local alive=0 p
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    ((alive)) || break
+    sleep 0.05
+  done
+  kill -9 "${pids[@]}" 2>/dev/null || true
   return 0
 }
 

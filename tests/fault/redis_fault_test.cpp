@@ -34,16 +34,6 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-std::string shell(const std::string& command) {
-  std::string out;
-  if (FILE* p = ::popen(command.c_str(), "r")) {
-    char buf[4096];
-    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    ::pclose(p);
-  }
-  return out;
-}
-
 // A free TCP port on 127.0.0.1 (the kernel's pick; a race with another
 // process is handled by retrying the start).
 std::string free_port() {
@@ -105,7 +95,7 @@ class RedisFault : public ::testing::Test {
   const std::string& port() const { return port_; }
   pid_t server_pid() const { return server_ ? server_->pid() : -1; }
   std::string cli(const std::string& args, const std::string& auth = "") const {
-    return shell("redis-cli -h 127.0.0.1 -p " + port() + " " + auth + " " + args + " 2>/dev/null");
+    return shell_output("redis-cli -h 127.0.0.1 -p " + port() + " " + auth + " " + args + " 2>/dev/null");
   }
   // Connections the server has open (CLIENT LIST lines), minus redis-cli's own.
   int connections() const {

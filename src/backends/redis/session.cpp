@@ -160,8 +160,8 @@ void Connection::drop() noexcept {
 Status Connection::connect_failure(Status why) {
   drop();
   if (config_.discovery) {
-    if (at_) config_.discovery->failed(*at_);
     failed_at_epoch_ = config_.discovery->epoch();
+    if (at_) config_.discovery->failed(*at_);  // (a rotation moves on: the next one is tried at once)
   }
   backoff_ = backoff_.count() == 0 ? first_backoff : std::min(backoff_ * 2, max_backoff);
   retry_at_ = steady::now() + backoff_;
