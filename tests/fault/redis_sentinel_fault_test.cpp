@@ -213,6 +213,17 @@ class DoubleGrant : public RedisSentinelFault {
         20s);
     return promoted ? now : "";
   }
+  // Locks `m`, retrying while the new master is not reachable yet (up to ~15 s).
+  static bool lock_after_failover(Mutex& m) {
+    for (int i = 0; i < 50; ++i) {
+      try {
+        if (m.try_lock_for(200ms)) return true;
+      } catch (const Error&) {
+        std::this_thread::sleep_for(100ms);
+      }
+    }
+    return false;
+  }
   steady::time_point stopped_at_;
 };
 
@@ -230,14 +241,7 @@ TEST_F(DoubleGrant, LockNotReplicatedBeforeTheMasterDiedIsGrantedTwiceAndTheReso
 
   auto second = dlock::connect(url_, {.op_timeout = 1s});
   auto taken = second->mutex("orders", {.lease = 60s});
-  bool granted = false;
-  for (int i = 0; i < 50 && !granted; ++i) {
-    try {
-      granted = taken.try_lock_for(200ms);
-    } catch (const Error&) {
-      std::this_thread::sleep_for(100ms);
-    }
-  }
+  const bool granted = lock_after_failover(taken);
   // Asynchronous replication: the promoted replica never had the lock.
   ASSERT_TRUE(granted) << "the second client was not granted the lock on the new master";
   EXPECT_TRUE(resource.enter(taken.token(), 2)) << "the new holder's token should be the highest";
@@ -276,14 +280,7 @@ TEST_F(DoubleGrant, WithWaitReplicasTheUnreplicatedLockIsRefusedAndNotGrantedTwi
   ASSERT_FALSE(kill_master_and_resume().empty()) << "no replica was promoted";
   auto second = dlock::connect(url_ + "?wait_replicas=1&wait_timeout=1s", {.op_timeout = 2s});
   auto taken = second->mutex("orders", {.lease = 60s});
-  bool granted = false;
-  for (int i = 0; i < 50 && !granted; ++i) {
-    try {
-      granted = taken.try_lock_for(200ms);
-    } catch (const Error&) {
-      std::this_thread::sleep_for(100ms);  // until the remaining replica is attached to the new master
-    }
-  }
+  const bool granted = lock_after_failover(taken);  // (once the other replica follows the new master)
   ASSERT_TRUE(granted) << "with a replica attached again, the acquisition should succeed";
   EXPECT_TRUE(resource.enter(taken.token(), 2));
   EXPECT_EQ(resource.counts().overlaps, 0u);
