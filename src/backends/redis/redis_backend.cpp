@@ -1,4 +1,4 @@
-// redis:// and redis+unix:// — locks as Lua scripts on one Redis server.
+// redis://, redis+unix:// and redis+sentinel:// — locks as Lua scripts on one Redis server.
 //
 // Keys (all under the prefix, default "dlock:"; every key of a lock carries
 // the name as its hash tag, so a lock's keys share one cluster slot, and the
@@ -52,8 +52,10 @@
 // is derived from the request's owner (one thread waits for one lock at a
 // time), so the retry right after watch() queues the caller.
 //
-// Limits: one server (no Sentinel, no Cluster); with replicas, a failover can
-// lose a lock (asynchronous replication). Names starting with '}' are
+// redis+sentinel:// is this backend with the master found through the
+// sentinels (sentinel.h); holds are re-validated after a failover
+// (revalidate()). Limits: no Cluster; with replicas, a failover can lose a
+// lock (asynchronous replication; wait_replicas narrows it, best effort). Names starting with '}' are
 // refused: their hash tag would be empty, and Redis Cluster would spread
 // their keys over several slots.
 #include "backends/redis/errors.h"
