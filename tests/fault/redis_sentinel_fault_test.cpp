@@ -318,6 +318,7 @@ TEST(RedisSentinelUrl, BadUrlsAreRefusedNamingTheArgument) {
       {"redis+sentinel://127.0.0.1:26379/m?wait_replicas=x", "wait_replicas"},
       {"redis+sentinel://127.0.0.1:26379/m?wait_timeout=1s", "wait_timeout"},
       {"redis+sentinel://127.0.0.1:26379/m?wait_replicas=1&wait_timeout=0ms", "wait_timeout"},
+      {"redis+sentinel://127.0.0.1:26379/m?wait_replicas=1&wait_timeout=500ms", "op_timeout"},
       {"redis+sentinel://127.0.0.1:26379/m?db=x", "db"},
       {"redis+sentinel://127.0.0.1:26379/m?colour=blue", "colour"},
   };

@@ -135,6 +135,12 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   }
   if (query.count("wait_timeout") && c.wait_replicas == 0)
     return invalid(c, "wait_timeout is for wait_replicas (how long to wait for them); set wait_replicas=N too");
+  // WAIT holds its connection: calls pipelined behind it wait too, each
+  // within its own op_timeout.
+  if (c.wait_replicas > 0 && c.wait_timeout >= c.op_timeout)
+    return invalid(c, "wait_timeout (" + std::to_string(c.wait_timeout.count()) +
+                          " ms) must be shorter than ClientOptions::op_timeout (" +
+                          std::to_string(c.op_timeout.count()) + " ms): calls sharing the connection wait behind WAIT");
   return c;
 }
 
