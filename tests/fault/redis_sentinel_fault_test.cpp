@@ -177,9 +177,19 @@ TEST_F(RedisSentinelFault, ForcedFailoverClientsFindTheNewMasterWithinFiveSecond
 
 // A SIGKILLed master: the sentinels need down-after-milliseconds (1 s) to
 // agree it is down, then promote a replica; the client locks again within
-// 10 s of the kill.
+// 10 s of the kill. A hold both replicas acknowledged (wait_replicas=2)
+// survives: the re-validation on the new master finds it and keeps it, and
+// its release there succeeds.
 TEST_F(RedisSentinelFault, KilledMasterClientsFindTheNewMasterWithinTenSeconds) {
+  auto holder = dlock::connect(url_ + "?wait_replicas=2&wait_timeout=1s", {.op_timeout = 2s});
+  auto kept = holder->mutex("kept", {.lease = 30s});
+  ASSERT_TRUE(kept.try_lock_for(scaled(5s)));
+  const std::uint64_t token = kept.token();
   (void)fail_over_while_locking("kill-master", 10s);
+  std::this_thread::sleep_for(scaled(1s));  // the re-validation has run by now
+  EXPECT_FALSE(kept.lost()) << "a hold every replica had was reported lost after the failover";
+  EXPECT_EQ(kept.token(), token);
+  EXPECT_TRUE(kept.unlock_checked().ok()) << "releasing a replicated hold on the new master failed";
 }
 
 // The double grant. The replicas are stopped (SIGSTOP) and a 32 MB value is
