@@ -62,7 +62,6 @@ stop_all() {
   kill -CONT "${pids[@]}" 2>/dev/null || true
   kill "${pids[@]}" 2>/dev/null || true
   for _ in $(seq 1 40); do
-    kill -0 "${pids[@]}" 2>/dev/null || break
     local alive=0 p
     for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
     ((alive)) || break
