@@ -2,7 +2,8 @@
 # A throw-away Redis Sentinel setup on 127.0.0.1 for tests and benchmarks:
 # one master, two replicas (redis-server, no persistence) and three sentinels
 # (redis-server --sentinel, quorum 2) watching the master "dlock". Failure
-# detection is short (down-after-milliseconds 1000, failover-timeout 3000),
+# detection is short (down-after-milliseconds 1000 unless SENTINEL_DOWN_AFTER_MS
+# says otherwise, failover-timeout 3000),
 # so a failover completes within a few seconds.
 #
 #   scripts/redis-sentinel.sh start DIR        picks free ports, starts the six processes with their
@@ -22,6 +23,9 @@
 #                                              replica of the current master
 #
 # REDIS_EXTRA_ARGS adds arguments to every data node (not to the sentinels).
+# SENTINEL_DOWN_AFTER_MS (default 1000) is down-after-milliseconds: a setup shared by
+# tests that never fail it over (the redis_sentinel CTest fixture) sets more, so that a
+# busy machine stalling a process for a second does not start a failover under them.
 # Never assumes a port is free and stops only the processes it started (by their pids).
 set -euo pipefail
 
@@ -102,7 +106,7 @@ logfile $dir/sentinel-$port/sentinel.log
 dir $dir/sentinel-$port
 sentinel announce-ip 127.0.0.1
 sentinel monitor $name 127.0.0.1 $master 2
-sentinel down-after-milliseconds $name 1000
+sentinel down-after-milliseconds $name ${SENTINEL_DOWN_AFTER_MS:-1000}
 sentinel failover-timeout $name 3000
 sentinel parallel-syncs $name 2
 EOF
