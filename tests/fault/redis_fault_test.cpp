@@ -525,5 +525,27 @@ TEST_F(RedisFault, UnlockDoesNotWaitForTheServer) {
   EXPECT_EQ(stats.releases + stats.failed_releases, 2u);
 }
 
+// wait_replicas on a server with no replicas: WAIT gets no acknowledgement,
+// so every acquisition is released and fails with unavailable — the lock is
+// left free, not held.
+TEST_F(RedisFault, WaitReplicasWithoutReplicasFailsAndLeavesTheLockFree) {
+  auto waiting = dlock::connect(base_url() + "?wait_replicas=1&wait_timeout=100ms", {.op_timeout = 1s});
+  auto m = waiting->mutex("unreplicated");
+  for (int i = 0; i < 2; ++i) {
+    try {
+      (void)m.try_lock_for(500ms);
+      ADD_FAILURE() << "an acquisition no replica acknowledged succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::unavailable) << e.what();
+      EXPECT_NE(std::string(e.what()).find("0 of the 1 replicas"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(cli("HGET 'dlock:{unreplicated}:lock' owner"), "\n") << "the refused lock was left held";
+  auto other = dlock::connect(base_url());
+  auto taker = other->mutex("unreplicated");
+  EXPECT_TRUE(taker.try_lock()) << "the refused lock was not released";
+  taker.unlock();
+}
+
 }  // namespace
 }  // namespace dlock::test
