@@ -298,6 +298,39 @@ TEST_F(DoubleGrant, WithWaitReplicasTheUnreplicatedLockIsRefusedAndNotGrantedTwi
   taken.unlock();
 }
 
+// With wait_replicas, a lock a release hands straight to a waiter (fair
+// mode: every time) is taken again under a new token and waited for, like
+// any acquisition: turns go on, every hold fenced, none twice.
+TEST_F(RedisSentinelFault, WaitReplicasHandoversAreAcknowledgedToo) {
+  FencedResource resource(dir_.path() + "/resource", true);
+  auto client = dlock::connect(url_ + "?wait_replicas=2&wait_timeout=1s", {.op_timeout = 3s});
+  constexpr int turns = 20;
+  std::atomic<int> failures{0};
+  auto worker = [&](std::int64_t me) {
+    auto m = client->mutex("turns", {.fair = true});
+    for (int i = 0; i < turns; ++i) {
+      try {
+        if (!m.try_lock_for(scaled(10s))) {
+          ++failures;
+          continue;
+        }
+      } catch (const Error&) {
+        ++failures;
+        continue;
+      }
+      if (!resource.write(m.token(), me)) ++failures;
+      m.unlock();
+    }
+  };
+  std::thread a(worker, 1), b(worker, 2);
+  a.join();
+  b.join();
+  EXPECT_EQ(failures.load(), 0);
+  const auto counts = resource.counts();
+  EXPECT_EQ(counts.accepted, 2u * turns);
+  EXPECT_EQ(counts.overlaps + counts.duplicate_tokens + counts.stale_rejected, 0u);
+}
+
 TEST_F(RedisSentinelFault, UnknownMasterNameIsRefusedNamingIt) {
   const std::string sentinels = url_.substr(0, url_.rfind('/'));
   try {
