@@ -141,6 +141,14 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                  [](const std::string& dir) { return server_url("mysql") + "_" + sql_identifier(dir).substr(0, 50); },
                  false, false, false});
   claim_table_recipe(all.back());
+  // Session mode: GET_LOCK, whose wait the server queues and wakes.
+  all.push_back({"mysql_session",
+                 [](const std::string& dir) {
+                   return server_url("mysql") + "_" + sql_identifier(dir).substr(0, 30) + "?mode=session";
+                 },
+                 true, true, true});
+  all.back().reports_remaining = false;
+  all.back().async = false;  // as postgres_session
 #endif
   return all;
 }

@@ -172,6 +172,11 @@ Status MyConnection::drive(int status, Cont cont, std::string_view step) {
   return {};
 }
 
+Result<std::vector<sql::Rows>> MyConnection::exec(std::string_view text, const std::vector<sql::Param>& params,
+                                                  std::string_view step) {
+  return exec(with_params(text, params), step);
+}
+
 Result<std::vector<sql::Rows>> MyConnection::exec(const std::string& text, std::string_view step) {
   if (broken_) return fail(step, "the connection failed earlier");
   int rc = 0;

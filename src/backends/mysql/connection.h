@@ -49,6 +49,9 @@ class MyConnection final : public sql::PooledConnection {
   // Runs SQL text (several statements allowed, no parameters); the rows of
   // each statement. An error ends it and rolls back an open transaction.
   Result<std::vector<sql::Rows>> exec(const std::string& text, std::string_view step);
+  // The same with ?1, ?2, ... in `text` written as literals of `params`.
+  Result<std::vector<sql::Rows>> exec(std::string_view text, const std::vector<sql::Param>& params,
+                                      std::string_view step);
 
  private:
   MyConnection(st_mysql* mysql, const sql::Dialect* dialect, std::string redacted_url)
