@@ -7,7 +7,8 @@
 //   POST /orders/<sku>         buy one: 201 and {"token":N} (0 without a lock), or 409 sold out
 //   GET  /stock/<sku>          the stock left
 //   PUT  /stock/<sku>?count=N  set the stock (split over the segments in segmented mode)
-//   GET  /stats                this instance's accepted and refused orders
+//   GET  /stats                this instance's accepted and refused orders, the time they took
+//                              and the time its dlock mutexes were held (microseconds, summed)
 //
 // --protect chooses what serialises the read-check-write:
 //   none        nothing: instances (and threads) interleave and oversell
@@ -56,6 +57,20 @@ struct Options {
   std::string instance = "inventory";
 };
 
+// Adds the microseconds from its construction to its destruction to a
+// counter: /stats reports how long orders took and how long locks were held.
+class Stopwatch {
+ public:
+  explicit Stopwatch(std::atomic<long long>& total) : total_(total) {}
+  ~Stopwatch() {
+    total_ += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::atomic<long long>& total_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
 std::string segment_key(const std::string& sku, int i) { return sku + ":" + std::to_string(i); }
 
 class Service {
@@ -69,6 +84,7 @@ class Service {
     if (o_.protect == "dlock") {
       auto lock = locks_->mutex("stock:" + sku);
       std::unique_lock hold(lock);  // the only lines that differ from the unsafe flow
+      Stopwatch held(held_us);
       return sell_one(sku, lock.token());
     }
     if (o_.protect == "local") {
@@ -102,6 +118,8 @@ class Service {
   const Options& options() const { return o_; }
   const Stock& stock() const { return *stock_; }
   std::atomic<long long> accepted{0}, refused{0};
+  std::atomic<long long> order_us{0};  // time spent in order(), over all orders
+  std::atomic<long long> held_us{0};   // time a dlock mutex was held, over all orders
 
  private:
   static std::optional<std::uint64_t> sold(bool yes) { return yes ? std::optional<std::uint64_t>(0) : std::nullopt; }
@@ -133,6 +151,7 @@ class Service {
         auto lock = locks_->mutex("stock:" + sku + ":" + std::to_string(i));
         std::unique_lock hold(lock, std::defer_lock);
         if (wait ? (hold.lock(), true) : hold.try_lock()) {
+          Stopwatch held(held_us);
           if (auto sold = sell_one(segment_key(sku, i), lock.token())) return sold;
           if (stock_->get(segment_key(sku, i)) <= 0) mark_empty(sku, i);
         }
@@ -217,7 +236,12 @@ int main(int argc, char** argv) {
   http.set_tcp_nodelay(true);  // small replies: no 40 ms Nagle/delayed-ACK stall
   http.Post(R"(/orders/([\w-]{1,48}))", [&](const httplib::Request& req, httplib::Response& res) {
     try {
-      if (auto token = service->order(req.matches[1])) {
+      std::optional<std::uint64_t> token;
+      {
+        Stopwatch took(service->order_us);
+        token = service->order(req.matches[1]);
+      }
+      if (token) {
         ++service->accepted;
         res.status = 201;
         res.set_content("{\"token\":" + std::to_string(*token) + "}", "application/json");
@@ -249,7 +273,9 @@ int main(int argc, char** argv) {
     res.set_content("{\"instance\":\"" + service->options().instance +
                         "\",\"accepted\":" + std::to_string(service->accepted.load()) +
                         ",\"refused\":" + std::to_string(service->refused.load()) +
-                        ",\"conflicts\":" + std::to_string(service->stock().conflicts()) + "}",
+                        ",\"conflicts\":" + std::to_string(service->stock().conflicts()) +
+                        ",\"order_us\":" + std::to_string(service->order_us.load()) +
+                        ",\"held_us\":" + std::to_string(service->held_us.load()) + "}",
                     "application/json");
   });
   const int port = service->options().port ? service->options().port : http.bind_to_any_port("127.0.0.1");

@@ -244,6 +244,11 @@ print(json.dumps({
     "accepted": accepted, "stock_left": left, "oversold": accepted - (stock - left),
     "accepted_per_instance": [s["accepted"] for s in stats],
     "conflicts": sum(s["conflicts"] for s in stats),
+    # Where the time went: the mean time an order spent inside a service
+    # (lock wait included), and the share of the run some instance held a
+    # dlock mutex (1.0: the lock was never free — orders are serialised on it).
+    "service_ms": round(sum(s["order_us"] for s in stats) / max(1, accepted + sum(s["refused"] for s in stats)) / 1000, 2),
+    "lock_busy": round(sum(s["held_us"] for s in stats) / 1e6 / (grab(r"^Time taken for tests:\s+([\d.]+)") or 1.0), 2),
     "cpu_cores": cpu_cores()}))
 PY
   cleanup_mode
@@ -267,17 +272,18 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print("\nflash sale: %s items, %s orders (%s at a time) through nginx to %s instances" % tuple(sys.argv[3:7]))
 print("stock in %s; locks (dlock, segmented) on %s" % (sys.argv[7], sys.argv[2]))
-print("%-10s %10s %6s %6s %8s %6s %8s  %-14s %s" % ("protect", "requests/s", "p50 ms", "p99 ms", "accepted", "left",
-                                                 "oversold", "per instance", "CPU cores: instances (max one) nginx store locks ab"))
+print("%-10s %10s %6s %6s %8s %6s %8s  %-14s %6s %5s  %s" % ("protect", "requests/s", "p50 ms", "p99 ms", "accepted",
+      "left", "oversold", "per instance", "svc ms", "lock", "CPU cores: instances (max one) nginx store locks ab"))
 for r in rows:
     c = r["cpu_cores"]
-    print("%-10s %10.0f %6s %6s %8d %6d %8d  %-14s %.2f (%.2f) %.2f %s %s %.2f" % (
+    print("%-10s %10.0f %6s %6s %8d %6d %8d  %-14s %6.2f %5.2f  %.2f (%.2f) %.2f %s %s %.2f" % (
         r["mode"], r["requests_per_s"] or 0, r["p50_ms"], r["p99_ms"], r["accepted"], r["stock_left"], r["oversold"],
-        "/".join(map(str, r["accepted_per_instance"])), c["instance"], c["instance_max"], c["nginx"],
+        "/".join(map(str, r["accepted_per_instance"])), r["service_ms"], r["lock_busy"], c["instance"], c["instance_max"], c["nginx"],
         "%.2f" % c["store"] if "store" in c else "-", "%.2f" % c["locks"] if "locks" in c else "-", c["ab"]))
 print("oversold: orders accepted that the stock never lost (the same item sold twice).")
-print("CPU cores: CPU seconds each part used during the load / its wall time (this machine has %d)."
-      % __import__("os").cpu_count())
+print("svc ms: mean time an order spent in a service (waiting for the lock included); lock: the share of the")
+print("run a dlock mutex was held (summed over segments); CPU cores: CPU seconds each part used during the")
+print("load / its wall time (this machine has %d)." % __import__("os").cpu_count())
 conflicts = [r for r in rows if r.get("conflicts")]
 for r in conflicts:
     print("%s: %d writes lost to a concurrent one and were retried" % (r["mode"], r["conflicts"]))
