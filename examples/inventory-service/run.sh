@@ -20,7 +20,8 @@
 # item sold twice), and the CPU each part used during the load (in cores:
 # CPU seconds / wall seconds) — what a mode is limited by.
 # Modes: none local dlock segmented atomic, and on SQL for-update optimistic
-# (all of them by default). Everything it starts it stops, on success,
+# (all of them by default); and "http": the same load on GET /stats, which
+# touches no store — the ceiling of HTTP, nginx and ab on this machine. Everything it starts it stops, on success,
 # failure or Ctrl-C.
 #
 # Needs: the built inventory_service (INVENTORY_BIN, else build/release or
@@ -56,7 +57,7 @@ all_modes="none local dlock segmented atomic"
 ((sql)) && all_modes="none local dlock segmented for-update optimistic atomic"
 modes="${modes:-$all_modes}"
 for mode in $modes; do
-  [[ " $all_modes " == *" $mode "* ]] || { echo "run.sh: --modes: '$mode' is not one of: $all_modes (for --store $store)" >&2; exit 64; }
+  [[ " $all_modes http " == *" $mode "* ]] || { echo "run.sh: --modes: '$mode' is not one of: $all_modes (for --store $store)" >&2; exit 64; }
 done
 
 bin="${INVENTORY_BIN:-}"
@@ -139,6 +140,9 @@ def tree(pid):
 for arg in sys.argv[1:]:
     name, pid = arg.split("=")
     print(name, tree(int(pid)) / tick)
+# The whole machine's busy CPU (everyone's: it is shared), for whether it was saturated.
+busy = open("/proc/stat").readline().split()[1:]
+print("machine", (sum(map(int, busy[:8])) - int(busy[3]) - int(busy[4])) / tick)
 PY
 }
 wait_for() {  # URL: until it answers, at most 10 s
@@ -150,7 +154,7 @@ wait_for() {  # URL: until it answers, at most 10 s
 run_mode() {
   local mode="$1" ports=() instance_pids=() i port log
   for ((i = 1; i <= instances; i++)); do  # all at once, then wait for each to listen
-    "$bin" --port 0 --store "$store_url" --protect "$mode" --lock "$lock_url" --work-us "$work_us" \
+    "$bin" --port 0 --store "$store_url" --protect "${mode/#http/none}" --lock "$lock_url" --work-us "$work_us" \
       --instance "$mode-$i" >"$work/$mode-$i.log" 2>&1 &
     pids+=($!)
     instance_pids+=($!)
@@ -200,8 +204,9 @@ run_mode() {
   [[ -n "$lock_server" ]] && parts+=("locks=$(cat "$work/$lock_server.pid")")
   cpu_seconds "${parts[@]}" >"$work/$mode.cpu-before"
   local TIMEFORMAT="%U %S" status=0
-  { time ab -k -q -s 30 -n "$requests" -c "$concurrency" -p "$work/empty" -T application/json \
-      "http://127.0.0.1:$lb_port/orders/sku-1001" >"$work/$mode.ab" 2>&1 || status=$?; } 2>"$work/$mode.ab-cpu"
+  local load=(-p "$work/empty" -T application/json "http://127.0.0.1:$lb_port/orders/sku-1001")
+  [[ "$mode" == http ]] && load=("http://127.0.0.1:$lb_port/stats")
+  { time ab -k -q -s 30 -n "$requests" -c "$concurrency" "${load[@]}" >"$work/$mode.ab" 2>&1 || status=$?; } 2>"$work/$mode.ab-cpu"
   ((status == 0)) || { echo "run.sh: ab failed: $(tail -3 "$work/$mode.ab")" >&2; return 1; }
   cpu_seconds "${parts[@]}" >"$work/$mode.cpu-after"
   local left stats=()
@@ -273,17 +278,18 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 print("\nflash sale: %s items, %s orders (%s at a time) through nginx to %s instances" % tuple(sys.argv[3:7]))
 print("stock in %s; locks (dlock, segmented) on %s" % (sys.argv[7], sys.argv[2]))
 print("%-10s %10s %6s %6s %8s %6s %8s  %-14s %6s %5s  %s" % ("protect", "requests/s", "p50 ms", "p99 ms", "accepted",
-      "left", "oversold", "per instance", "svc ms", "lock", "CPU cores: instances (max one) nginx store locks ab"))
+      "left", "oversold", "per instance", "svc ms", "lock", "CPU cores: instances (max one) nginx store locks ab / machine"))
 for r in rows:
     c = r["cpu_cores"]
-    print("%-10s %10.0f %6s %6s %8d %6d %8d  %-14s %6.2f %5.2f  %.2f (%.2f) %.2f %s %s %.2f" % (
+    print("%-10s %10.0f %6s %6s %8d %6d %8d  %-14s %6.2f %5.2f  %.2f (%.2f) %.2f %s %s %.2f / %.2f" % (
         r["mode"], r["requests_per_s"] or 0, r["p50_ms"], r["p99_ms"], r["accepted"], r["stock_left"], r["oversold"],
         "/".join(map(str, r["accepted_per_instance"])), r["service_ms"], r["lock_busy"], c["instance"], c["instance_max"], c["nginx"],
-        "%.2f" % c["store"] if "store" in c else "-", "%.2f" % c["locks"] if "locks" in c else "-", c["ab"]))
+        "%.2f" % c["store"] if "store" in c else "-", "%.2f" % c["locks"] if "locks" in c else "-", c["ab"], c["machine"]))
 print("oversold: orders accepted that the stock never lost (the same item sold twice).")
 print("svc ms: mean time an order spent in a service (waiting for the lock included); lock: the share of the")
 print("run a dlock mutex was held (summed over segments); CPU cores: CPU seconds each part used during the")
-print("load / its wall time (this machine has %d)." % __import__("os").cpu_count())
+print("load / its wall time; machine: every process's, ours and others' (this machine has %d)."
+      % __import__("os").cpu_count())
 conflicts = [r for r in rows if r.get("conflicts")]
 for r in conflicts:
     print("%s: %d writes lost to a concurrent one and were retried" % (r["mode"], r["conflicts"]))
