@@ -84,7 +84,7 @@ class Service {
     if (o_.protect == "dlock") {
       auto lock = locks_->mutex("stock:" + sku);
       std::unique_lock hold(lock);  // the only lines that differ from the unsafe flow
-      Stopwatch held(held_us);
+      Stopwatch held(held_us);      // (for /stats: how long the lock is held)
       return sell_one(sku, lock.token());
     }
     if (o_.protect == "local") {
