@@ -5,7 +5,7 @@
 #
 #   examples/inventory-service/run.sh [--store redis|mariadb|postgres|URL] [--backend URL|redis|zk|mariadb|postgres]
 #                                     [--modes "none local dlock ..."] [--stock N] [--requests N]
-#                                     [--concurrency N] [--instances N] [--work-us N] [--json]
+#                                     [--concurrency N] [--instances N] [--work-us N] [--sku NAME] [--json]
 #
 # Starts (on 127.0.0.1, free ports, everything in a temp dir): the server that
 # holds the stock (--store: a Redis key, or the table `inventory` in MariaDB or
@@ -24,6 +24,7 @@
 # touches no store — the ceiling of HTTP, nginx and ab on this machine. Everything it starts it stops, on success,
 # failure or Ctrl-C.
 #
+# --sku: the product sold (default sku-1001); its stock row or key is overwritten.
 # Needs: the built inventory_service (INVENTORY_BIN, else build/release or
 # build/dev), nginx and ab (Debian nginx-light, apache2-utils), and the
 # servers' packages (scripts/install-deps.sh).
@@ -33,11 +34,11 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 
-store=redis backend="" modes="" stock=5000 requests=5000 concurrency=100 instances=3
+store=redis backend="" modes="" stock=5000 requests=5000 concurrency=100 instances=3 sku=sku-1001
 work_us=200 json=0
 while (($#)); do
   case "$1" in
-    --store|--backend|--modes|--stock|--requests|--concurrency|--instances|--work-us)
+    --store|--backend|--modes|--stock|--requests|--concurrency|--instances|--work-us|--sku)
       (($# >= 2)) || { echo "run.sh: $1 needs a value" >&2; exit 64; }
       v="${1#--}"; printf -v "${v//-/_}" '%s' "$2"; shift 2 ;;
     --json) json=1; shift ;;
@@ -48,6 +49,7 @@ for n in stock requests concurrency instances work_us; do
   [[ "${!n}" =~ ^[0-9]+$ ]] || { echo "run.sh: --${n//_/-} must be a whole number, not '${!n}'" >&2; exit 64; }
 done
 ((instances >= 1 && concurrency >= 1 && requests >= 1)) || { echo "run.sh: --instances, --concurrency, --requests must be >= 1" >&2; exit 64; }
+[[ "$sku" =~ ^[A-Za-z0-9_-]{1,40}$ ]] || { echo "run.sh: --sku must be 1 to 40 letters, digits, '-' or '_', not '$sku'" >&2; exit 64; }
 case "$store" in
   redis|redis://*) sql=0 ;;
   mariadb|postgres|mysql://*|postgres://*|postgresql://*) sql=1 ;;
@@ -192,7 +194,7 @@ run_mode() {
   done
   [[ -n "$lb_port" ]] || { echo "run.sh: nginx did not start: $(cat "$nginx_dir/logs/start.log")" >&2; return 1; }
 
-  http PUT "http://127.0.0.1:${ports[0]}/stock/sku-1001?count=$stock" >/dev/null
+  http PUT "http://127.0.0.1:${ports[0]}/stock/$sku?count=$stock" >/dev/null
   # Warm up nginx's kept connections to the instances (not measured): a
   # burst of new connections overflows the instances' short listen backlog,
   # and a dropped connection attempt is retried only after a second.
@@ -204,13 +206,13 @@ run_mode() {
   [[ -n "$lock_server" ]] && parts+=("locks=$(cat "$work/$lock_server.pid")")
   cpu_seconds "${parts[@]}" >"$work/$mode.cpu-before"
   local TIMEFORMAT="%U %S" status=0
-  local load=(-p "$work/empty" -T application/json "http://127.0.0.1:$lb_port/orders/sku-1001")
+  local load=(-p "$work/empty" -T application/json "http://127.0.0.1:$lb_port/orders/$sku")
   [[ "$mode" == http ]] && load=("http://127.0.0.1:$lb_port/stats")
   { time ab -k -q -s 30 -n "$requests" -c "$concurrency" "${load[@]}" >"$work/$mode.ab" 2>&1 || status=$?; } 2>"$work/$mode.ab-cpu"
   ((status == 0)) || { echo "run.sh: ab failed: $(tail -3 "$work/$mode.ab")" >&2; return 1; }
   cpu_seconds "${parts[@]}" >"$work/$mode.cpu-after"
   local left stats=()
-  left="$(http GET "http://127.0.0.1:${ports[0]}/stock/sku-1001")"
+  left="$(http GET "http://127.0.0.1:${ports[0]}/stock/$sku")"
   for port in "${ports[@]}"; do stats+=("$(http GET "http://127.0.0.1:$port/stats")"); done
   python3 - "$mode" "$stock" "$requests" "$left" "$work/$mode" "${stats[@]}" <<'PY' >>"$work/results.jsonl"
 import collections, json, re, sys

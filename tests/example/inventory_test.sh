@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # examples/inventory-service/run.sh scaled down, with its locks on BACKEND
-# (file, sqlite or redis, stock in Redis; or postgres: stock in a PostgreSQL
-# table, locks on the same server): without a lock — or with a per-instance
+# (file, sqlite or redis, stock in Redis that run.sh starts; or postgres:
+# stock in a PostgreSQL table, locks on the same server, the fixtures' one): without a lock — or with a per-instance
 # mutex — the stock is oversold (the race is real); with a dlock mutex,
 # segmented stock, the store's atomic decrement, and on SQL SELECT ... FOR
 # UPDATE and the optimistic version check, exactly the stock is sold; nginx
@@ -55,17 +55,21 @@ if [[ "$backend" == postgres ]]; then
   [[ $status -eq 69 && "$out" == *PostgreSQL* ]] || fail "a store that does not answer: exit $status, '$out' (expected 69)"
 fi
 
-modes="none local dlock segmented atomic" args=()
+modes="none local dlock segmented atomic" args=() load=(--stock 200 --requests 400 --concurrency 20)
 case "$backend" in
   file) ;;                                # run.sh's default: file:// in its temp dir
   sqlite) args=(--backend "sqlite://$own/locks.db") ;;
   redis) args=(--backend redis) ;;        # the stock's own Redis
-  # The SQL modes, on the server that holds the stock (the lean set: CI time).
-  postgres) modes="none dlock for-update optimistic atomic" args=(--store postgres --backend postgres) ;;
+  # The SQL modes (the lean set: CI time), stock and locks on the PostgreSQL
+  # the test fixtures started, a product of its own.
+  postgres)
+    pg="$(cat "${DLOCK_TEST_SERVERS:?run with ctest: it starts the servers}/postgres/url")"
+    modes="none dlock for-update optimistic atomic" args=(--store "$pg" --backend "$pg" --sku "sku-$$-$RANDOM")
+    load=(--stock 100 --requests 200 --concurrency 10) ;;
   *) fail "unknown backend" ;;
 esac
 INVENTORY_PIDS_FILE="$own/pids" TMPDIR="$own" INVENTORY_BIN="$bin" "$src/examples/inventory-service/run.sh" --json \
-  "${args[@]}" --modes "$modes" --stock 200 --requests 400 --concurrency 20 >"$own/results.jsonl" || fail "run.sh failed"
+  "${args[@]}" --modes "$modes" "${load[@]}" >"$own/results.jsonl" || fail "run.sh failed"
 
 /usr/bin/python3 - "$own/results.jsonl" "$backend" "$modes" <<'PY' || exit 1
 import json, sys
@@ -88,7 +92,8 @@ if problems:
     sys.exit("FAIL (%s):\n  %s" % (sys.argv[2], "\n  ".join(problems)))
 PY
 # Every process run.sh started (the store's server, instances, nginx) is gone.
-expected=$((1 + $(wc -w <<<"$modes") * 4))
+expected=$(($(wc -w <<<"$modes") * 4))  # instances and nginx per mode
+[[ "$backend" == postgres ]] || expected=$((expected + 1))  # and the Redis it started
 [[ $(wc -l <"$own/pids") -ge $expected ]] || fail "run.sh reported only $(wc -l <"$own/pids") processes started"
 while read -r pid; do
   if kill -0 "$pid" 2>/dev/null; then fail "left running: $(ps -o pid=,args= -p "$pid")"; fi
