@@ -53,6 +53,12 @@ if [[ "$backend" == postgres ]]; then
   out="$(timeout 20 "$bin" --port 0 --store "postgres://u:p@127.0.0.1:$(source "$src/scripts/ports.sh"; free_port)/db" \
            --protect none 2>&1)" || status=$?
   [[ $status -eq 69 && "$out" == *PostgreSQL* ]] || fail "a store that does not answer: exit $status, '$out' (expected 69)"
+  for bad in "--store foo" "--modes for-update" "--sku a/b" "--stock"; do  # run.sh too, before it starts anything
+    status=0
+    out="$(TMPDIR="$own" INVENTORY_BIN="$bin" "$src/examples/inventory-service/run.sh" $bad 2>&1)" || status=$?
+    [[ $status -eq 64 && "$out" == *"${bad%% *}"* ]] || fail "run.sh $bad → exit $status, '$out' (expected 64)"
+  done
+  [[ -z "$(ls "$own")" ]] || fail "run.sh refused its arguments but left $(ls "$own")"
 fi
 
 modes="none local dlock segmented atomic" args=() load=(--stock 200 --requests 400 --concurrency 20)
