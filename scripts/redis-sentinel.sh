@@ -206,7 +206,8 @@ case "$cmd" in
     ;;
   stop)
     stop_all
-    rm -f "$dir/url" "$dir/env"
+    # The data is thrown away (each start makes its own dirs, on fresh ports).
+    rm -rf "$dir/url" "$dir/env" "$dir"/node-* "$dir"/sentinel-*
     ;;
   master)
     load_env

@@ -122,10 +122,12 @@ Status MasterLocator::check(Connection& connection, const Endpoint& at, steady::
   auto reply = connection.command(role, deadline, "checking the role of " + address(at));
   if (!reply) return reply.status();
   const redisReply* r = reply->get();
-  if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && text_of(r->element[0]) == "master") return {};
+  const std::string_view role_name =
+      r->type == REDIS_REPLY_ARRAY && r->elements >= 1 ? text_of(r->element[0]) : std::string_view("?");
+  if (role_name == "master") return {};
   failed(at);
-  return Status(errc::unavailable, "redis+sentinel url " + url_ + ": " + address(at) +
-                                       " is not a master (ROLE: " + std::string(text_of(r->element[0])) +
+  return Status(errc::unavailable, "redis+sentinel url " + url_ + ": " + address(at) + " is not a master (ROLE: " +
+                                       std::string(role_name) +
                                        "); a failover is under way, or the sentinels' answer was stale");
 }
 
