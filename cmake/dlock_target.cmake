@@ -65,8 +65,12 @@ function(dlock_target)
     endif()
     include(GoogleTest)
     # Tests find the servers the fixtures started under DLOCK_TEST_SERVERS.
-    set(properties LABELS "${T_LABELS}" FIXTURES_REQUIRED "${T_FIXTURES}"
-                   ENVIRONMENT "DLOCK_TEST_SERVERS=${DLOCK_TEST_SERVERS}")
+    # (FIXTURES_REQUIRED only with a fixture: an empty value would take the
+    # next property's name as its value, and drop the rest, RUN_SERIAL too.)
+    set(properties LABELS "${T_LABELS}" ENVIRONMENT "DLOCK_TEST_SERVERS=${DLOCK_TEST_SERVERS}")
+    if(T_FIXTURES)
+      list(APPEND properties FIXTURES_REQUIRED "${T_FIXTURES}")
+    endif()
     if(T_SERIAL)
       gtest_discover_tests(${tgt} TEST_FILTER "-${T_SERIAL}" PROPERTIES ${properties} DISCOVERY_TIMEOUT 60)
       gtest_discover_tests(${tgt} TEST_FILTER "${T_SERIAL}" PROPERTIES ${properties} RUN_SERIAL TRUE

@@ -9,6 +9,10 @@
 //   file:///abs/dir        lock files in a directory (one host; the default)
 //   sqlite:///abs/path.db  a lock table in an SQLite database (one host)
 //   redis://host:port      Lua scripts on one Redis server
+//   redis+sentinel://s1:p,s2:p,s3:p/master-name
+//                          the same on the master Redis Sentinel names, followed
+//                          through failovers (a failover can still lose a lock:
+//                          replication is asynchronous; see docs/backends.md)
 //   zk://h1:p,h2:p/root    ZooKeeper, Apache Curator's lock layout (interoperable)
 //
 // Thread-safety: a Client may be used from any number of threads.

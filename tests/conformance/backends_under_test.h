@@ -97,6 +97,13 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().semaphore = true;
   all.back().async_semaphore = true;
   all.back().barrier = true;
+  // The same backend, finding its master through the sentinels of the
+  // redis_sentinel fixture (1 master, 2 replicas, 3 sentinels).
+  all.push_back(all.back());
+  all.back().name = "redis_sentinel";
+  all.back().url = [](const std::string& dir) {
+    return server_url("redis_sentinel") + "?prefix=" + unique_prefix(dir);
+  };
 #endif
 #ifdef DLOCK_WITH_ZOOKEEPER
   // A short session timeout, so that a dead or stopped holder's lock is

@@ -34,16 +34,6 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-std::string shell(const std::string& command) {
-  std::string out;
-  if (FILE* p = ::popen(command.c_str(), "r")) {
-    char buf[4096];
-    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    ::pclose(p);
-  }
-  return out;
-}
-
 // A free TCP port on 127.0.0.1 (the kernel's pick; a race with another
 // process is handled by retrying the start).
 std::string free_port() {
@@ -105,7 +95,7 @@ class RedisFault : public ::testing::Test {
   const std::string& port() const { return port_; }
   pid_t server_pid() const { return server_ ? server_->pid() : -1; }
   std::string cli(const std::string& args, const std::string& auth = "") const {
-    return shell("redis-cli -h 127.0.0.1 -p " + port() + " " + auth + " " + args + " 2>/dev/null");
+    return shell_output("redis-cli -h 127.0.0.1 -p " + port() + " " + auth + " " + args + " 2>/dev/null");
   }
   // Connections the server has open (CLIENT LIST lines), minus redis-cli's own.
   int connections() const {
@@ -533,6 +523,28 @@ TEST_F(RedisFault, UnlockDoesNotWaitForTheServer) {
   (void)client->list_locks("async");
   const auto stats = client->stats();
   EXPECT_EQ(stats.releases + stats.failed_releases, 2u);
+}
+
+// wait_replicas on a server with no replicas: WAIT gets no acknowledgement,
+// so every acquisition is released and fails with unavailable — the lock is
+// left free, not held.
+TEST_F(RedisFault, WaitReplicasWithoutReplicasFailsAndLeavesTheLockFree) {
+  auto waiting = dlock::connect(base_url() + "?wait_replicas=1&wait_timeout=100ms", {.op_timeout = 1s});
+  auto m = waiting->mutex("unreplicated");
+  for (int i = 0; i < 2; ++i) {
+    try {
+      (void)m.try_lock_for(500ms);
+      ADD_FAILURE() << "an acquisition no replica acknowledged succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::unavailable) << e.what();
+      EXPECT_NE(std::string(e.what()).find("0 of the 1 replicas"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(cli("HGET 'dlock:{unreplicated}:lock' owner"), "\n") << "the refused lock was left held";
+  auto other = dlock::connect(base_url());
+  auto taker = other->mutex("unreplicated");
+  EXPECT_TRUE(taker.try_lock()) << "the refused lock was not released";
+  taker.unlock();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -95,6 +96,16 @@ std::chrono::milliseconds scaled(std::chrono::milliseconds d) {
     return v > 0 ? v : 1.0;
   }();
   return std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(d.count()) * scale));
+}
+
+std::string shell_output(const std::string& command) {
+  std::string out;
+  if (FILE* p = ::popen(command.c_str(), "r")) {
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out;
 }
 
 int thread_count() {

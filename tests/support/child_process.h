@@ -50,6 +50,9 @@ bool eventually(F done, std::chrono::milliseconds limit) {
   return true;
 }
 
+// What `command` (run by /bin/sh) writes to its stdout.
+std::string shell_output(const std::string& command);
+
 // Threads of this process (entries of /proc/self/task).
 int thread_count();
 

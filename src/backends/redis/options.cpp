@@ -45,18 +45,42 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   if (c.password && c.password->empty()) return invalid(c, "empty password");
 
   auto query = url.query;
-  if (c.unix_socket) {
-    if (!url.endpoints.empty())
-      return invalid(c, "redis+unix takes no host; write redis+unix:///path/to/redis.sock (three slashes)");
-    if (url.path.size() < 2 || url.path.back() == '/')
-      return invalid(c, "needs the socket's absolute path, e.g. redis+unix:///run/redis/redis.sock");
-    c.socket_path = url.path;
+  // db=N as an option (redis:// has it as the path).
+  auto take_db = [&]() -> Status {
     if (auto it = query.find("db"); it != query.end()) {
       auto db = parse_int(c, it->second, "db", 0, 1'000'000);
       if (!db) return db.status();
       c.db = *db;
       query.erase(it);
     }
+    return {};
+  };
+  if (url.scheme == "redis+sentinel") {
+    if (url.endpoints.empty())
+      return invalid(c, "needs the sentinels, e.g. redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster");
+    for (const auto& e : url.endpoints) {
+      Endpoint sentinel{e.host, e.port.value_or(26379)};
+      for (const auto& seen : c.sentinels)
+        if (seen.host == sentinel.host && seen.port == sentinel.port)
+          return invalid(c, "sentinel " + sentinel.host + ":" + std::to_string(*sentinel.port) +
+                                " is listed twice (each sentinel once)");
+      c.sentinels.push_back(std::move(sentinel));
+    }
+    const std::string name = url.path.empty() ? std::string() : url.path.substr(1);
+    if (name.empty())
+      return invalid(c, "needs the master name the sentinels monitor as the path, e.g. "
+                        "redis+sentinel://127.0.0.1:26379/mymaster");
+    if (name.find('/') != std::string::npos || name.find_first_of(" \t\r\n") != std::string::npos)
+      return invalid(c, "master name '" + name + "' must be one word without '/' or spaces");
+    c.master_name = name;
+    if (Status s = take_db(); !s) return s;
+  } else if (c.unix_socket) {
+    if (!url.endpoints.empty())
+      return invalid(c, "redis+unix takes no host; write redis+unix:///path/to/redis.sock (three slashes)");
+    if (url.path.size() < 2 || url.path.back() == '/')
+      return invalid(c, "needs the socket's absolute path, e.g. redis+unix:///run/redis/redis.sock");
+    c.socket_path = url.path;
+    if (Status s = take_db(); !s) return s;
   } else {
     if (url.endpoints.size() != 1)
       return invalid(c, url.endpoints.empty() ? "needs a host, e.g. redis://127.0.0.1:6379"
@@ -94,12 +118,29 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
       auto d = parse_bounded(c, value, "token_retention", milliseconds(0), std::chrono::hours(24 * 30));
       if (!d) return d.status();
       c.token_retention = *d;
+    } else if (key == "wait_replicas") {
+      auto n = parse_int(c, value, "wait_replicas", 0, 100);
+      if (!n) return n.status();
+      c.wait_replicas = *n;
+    } else if (key == "wait_timeout") {
+      auto d = parse_bounded(c, value, "wait_timeout", milliseconds(1), std::chrono::minutes(1));
+      if (!d) return d.status();
+      c.wait_timeout = *d;
     } else {
       return invalid(c, "unknown option '" + key +
-                            "' (known: prefix, connections, connect_timeout, waiter_ttl, token_retention" +
-                            (c.unix_socket ? ", db" : "") + ")");
+                            "' (known: prefix, connections, connect_timeout, waiter_ttl, token_retention, "
+                            "wait_replicas, wait_timeout" +
+                            (c.unix_socket || !c.master_name.empty() ? ", db" : "") + ")");
     }
   }
+  if (query.count("wait_timeout") && c.wait_replicas == 0)
+    return invalid(c, "wait_timeout is for wait_replicas (how long to wait for them); set wait_replicas=N too");
+  // WAIT holds its connection: calls pipelined behind it wait too, each
+  // within its own op_timeout.
+  if (c.wait_replicas > 0 && c.wait_timeout >= c.op_timeout)
+    return invalid(c, "wait_timeout (" + std::to_string(c.wait_timeout.count()) +
+                          " ms) must be shorter than ClientOptions::op_timeout (" +
+                          std::to_string(c.op_timeout.count()) + " ms): calls sharing the connection wait behind WAIT");
   return c;
 }
 

@@ -1,7 +1,11 @@
-// options.h — what a redis:// or redis+unix:// URL asks for, checked before any I/O.
+// options.h — what a redis://, redis+unix:// or redis+sentinel:// URL asks
+// for, checked before any I/O.
 //
 //   redis://[user[:password]@]host[:port][/db][?option=value&...]
 //   redis+unix://[user[:password]@]/path/to/redis.sock[?db=N&option=value&...]
+//   redis+sentinel://[user[:password]@]s1[:port],s2[:port],.../master-name[?db=N&option=value&...]
+//       the sentinels (port 26379 by default, each once) and the name they
+//       monitor the master by; user and password are the data nodes'
 //
 // Options (anything else is refused, naming it):
 //   prefix=dlock:         every key and channel starts with it; no '{' or '}'
@@ -15,20 +19,47 @@
 //                         queue for at most this long. 1s..1h
 //   token_retention=1h    how long a released lock's last fencing token is
 //                         kept (see redis_backend.cpp); 0 forgets it at release
-//   db=N                  redis+unix only (redis:// takes it as the path)
+//   db=N                  redis+unix and redis+sentinel (redis:// takes it as the path)
+//   wait_replicas=0       after each acquisition, WAIT for this many replicas to
+//                         acknowledge it; fewer within wait_timeout: the lock is
+//                         released and the acquisition fails (unavailable). Best
+//                         effort (docs/backends.md). 0 (off)..100
+//   wait_timeout=1s       how long WAIT waits (1ms..1min); only with wait_replicas
 #pragma once
 
 #include "core/events.h"
+#include "core/driver.h"
 #include "core/url.h"
 
 #include <dlock/options.h>
 #include <dlock/status.h>
 
 #include <chrono>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dlock::detail::redis {
+
+class Connection;  // session.h
+
+// Where a connection goes when it is not simply host:port (redis+sentinel:
+// sentinel.h). Called by connections from any thread.
+class Discovery {
+ public:
+  virtual ~Discovery() = default;
+  // The address to connect to now (host, port).
+  virtual Result<Endpoint> where(steady::time_point deadline) = 0;
+  // A fresh connection to `at` (authenticated, db selected): ok if it is
+  // what the caller may use; otherwise the connection is dropped.
+  virtual Status check(Connection& connection, const Endpoint& at, steady::time_point deadline) = 0;
+  // Connecting to `at`, or a connection to it, failed.
+  virtual void failed(const Endpoint& at) = 0;
+  // Changes whenever the address does: connections made before are dropped.
+  virtual std::uint64_t epoch() const noexcept = 0;
+};
 
 struct Config {
   bool unix_socket = false;
@@ -44,6 +75,12 @@ struct Config {
   std::chrono::milliseconds connect_timeout{};
   std::chrono::milliseconds waiter_ttl{2'000};
   std::chrono::milliseconds token_retention{3'600'000};
+  // redis+sentinel: the sentinels and the master's name (Discovery set by the backend).
+  std::vector<Endpoint> sentinels;
+  std::string master_name;
+  std::shared_ptr<Discovery> discovery;  // nullptr: connect to host:port (or socket_path)
+  int wait_replicas = 0;
+  std::chrono::milliseconds wait_timeout{1'000};
   std::string redacted_url;  // for messages: no password
   Events* events = nullptr;  // the backend's: where a connection lost or restored is reported
 };

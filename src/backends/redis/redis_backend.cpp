@@ -1,4 +1,4 @@
-// redis:// and redis+unix:// — locks as Lua scripts on one Redis server.
+// redis://, redis+unix:// and redis+sentinel:// — locks as Lua scripts on one Redis server.
 //
 // Keys (all under the prefix, default "dlock:"; every key of a lock carries
 // the name as its hash tag, so a lock's keys share one cluster slot, and the
@@ -52,12 +52,16 @@
 // is derived from the request's owner (one thread waits for one lock at a
 // time), so the retry right after watch() queues the caller.
 //
-// Limits: one server (no Sentinel, no Cluster); with replicas, a failover can
-// lose a lock (asynchronous replication). Names starting with '}' are
+// redis+sentinel:// is this backend with the master found through the
+// sentinels (sentinel.h); holds are re-validated after a failover
+// (revalidate()). Limits: no Cluster; with replicas, a failover can lose a
+// lock (asynchronous replication; wait_replicas narrows it, best effort). Names starting with '}' are
 // refused: their hash tag would be empty, and Redis Cluster would spread
 // their keys over several slots.
 #include "backends/redis/errors.h"
+#include "backends/redis/held_grants.h"
 #include "backends/redis/options.h"
+#include "backends/redis/sentinel.h"
 #include "backends/redis/session.h"
 #include "backends/redis/store.h"
 #include "backends/redis/subscriber.h"
@@ -186,8 +190,11 @@ class RedisWaiter final : public Waiter {
 
 class RedisBackend final : public Backend, public LockDriver {
  public:
-  RedisBackend(Config config, std::string client_id)
-      : config_(reporting_to(std::move(config), events())),
+  // `locator`: redis+sentinel's (also config.discovery), else nullptr.
+  RedisBackend(Config config, std::string client_id, std::shared_ptr<MasterLocator> locator)
+      : locator_(std::move(locator)),
+        held_(locator_ ? std::make_shared<HeldGrants>() : nullptr),
+        config_(reporting_to(std::move(config), events())),
         client_id_(std::move(client_id)),
         channel_prefix_(config_.prefix + "client:"),
         pool_(config_, &shas_),
@@ -197,8 +204,15 @@ class RedisBackend final : public Backend, public LockDriver {
         latches_(make_latches(store_)),
         barriers_(make_barriers(store_)) {}
 
+  // The locator's threads use the pool: they stop first.
+  ~RedisBackend() override {
+    if (locator_) locator_->stop();
+  }
+
   // Loads the scripts (a command connection) and subscribes (its own);
   // both within op_timeout, so a bad URL or password fails connect().
+  // redis+sentinel: the master is found first, and the sentinels are
+  // watched for a new one from then on.
   Status start() {
     const auto deadline = steady::now() + config_.op_timeout;
     for (Script s : all_scripts) {
@@ -206,7 +220,9 @@ class RedisBackend final : public Backend, public LockDriver {
       if (!sha) return sha.status();
       shas_[static_cast<std::size_t>(s)] = *sha;
     }
-    return subscriber_.start(deadline);
+    if (Status s = subscriber_.start(deadline); !s) return s;
+    if (locator_) return locator_->start([this] { return revalidate(); }, deadline);
+    return {};
   }
 
   Status validate_name(std::string_view name) const override {
@@ -235,6 +251,7 @@ class RedisBackend final : public Backend, public LockDriver {
   }
 
   Result<Attempt> try_acquire(const LockRequest& request) override {
+    if (config_.wait_replicas > 0) return try_acquire_replicated(request);
     const AcquireCall call = acquire_call(request);
     auto reply = pool_.eval(layout_of(request.kind).acquire, call.keys.all(), call.views(),
                             call.sent + config_.op_timeout, call.step, call.keys[0]);
@@ -242,10 +259,47 @@ class RedisBackend final : public Backend, public LockDriver {
     return acquired(call, reply->get(), {});
   }
 
+  // wait_replicas: the attempt and a WAIT behind it, on one connection (WAIT
+  // counts the replicas that have this connection's writes). A grant fewer
+  // replicas acknowledged is released and the attempt fails: a failover to
+  // one of the others could lose it. Best effort: an acknowledged write can
+  // still be lost (a failover to a replica that did not acknowledge, or one
+  // that restarted empty).
+  Result<Attempt> try_acquire_replicated(const LockRequest& request) {
+    const AcquireCall call = acquire_call(request);
+    const Script script = layout_of(request.kind).acquire;
+    const std::string replicas = std::to_string(config_.wait_replicas), timeout = ms(config_.wait_timeout);
+    const auto deadline = call.sent + config_.op_timeout + config_.wait_timeout;
+    for (int attempt = 0;; ++attempt) {
+      Batch batch;
+      batch.add_eval(pool_.sha(script), call.keys.all(), call.views());
+      batch.add({"WAIT", replicas, timeout});
+      Replies out = pool_.run(batch, deadline, call.step);
+      const redisReply* r = !out.replies.empty() ? out.replies[0].get() : nullptr;
+      if (is_noscript(r) && attempt == 0) {
+        if (auto loaded = pool_.load(script, deadline); !loaded) return loaded.status();
+        continue;
+      }
+      if (r && r->type == REDIS_REPLY_ERROR)
+        return acquired(call, nullptr, to_status(nullptr, r, call.step, call.keys[0]));
+      auto result = acquired(call, r, out.failure);
+      if (!result || !std::holds_alternative<Grant>(*result)) return result;
+      const std::int64_t acks = out.replies.size() > 1 ? integer(out.replies[1].get()) : -1;
+      if (acks >= config_.wait_replicas) return result;
+      (void)release(request, std::get<Grant>(*result));
+      return Status(errc::unavailable,
+                    call.step + ": " + (acks < 0 ? std::string("WAIT got no answer") :
+                                        std::to_string(acks) + " of the " + replicas + " replicas asked for") +
+                        " acknowledged it within wait_timeout (" + timeout + " ms); released it (wait_replicas is "
+                        "best effort: see docs/backends.md)");
+    }
+  }
+
   // Every attempt in one pipeline: one round trip for them all (the async
   // API's rounds). A script the server forgot is loaded by the one
-  // attempt that retries alone.
+  // attempt that retries alone. With wait_replicas, one after the other.
   std::vector<Result<Attempt>> try_acquire_many(std::span<const LockRequest* const> requests) override {
+    if (config_.wait_replicas > 0) return LockDriver::try_acquire_many(requests);
     std::vector<AcquireCall> calls;
     calls.reserve(requests.size());
     Batch batch;
@@ -575,6 +629,50 @@ class RedisBackend final : public Backend, public LockDriver {
   }
 
   Subscriber& subscriber() noexcept { return subscriber_; }
+  bool waits_for_replicas() const noexcept { return config_.wait_replicas > 0; }
+
+  // A grant goes on the list re-validated after a failover (redis+sentinel).
+  void listed(const LockRequest& request, Grant& grant) {
+    if (held_) held_->add(request, grant);
+  }
+
+  // After a failover: every hold taken before is looked up on the new
+  // master in one script (per 1000 holds); the holder of one it does not
+  // have is told at once (Grant::dropped), not at its next renewal. false:
+  // the new master did not answer (the locator tries again).
+  bool revalidate() {
+    const auto holds = held_->snapshot();
+    constexpr std::size_t chunk = 1'000;
+    const auto deadline = steady::now() + config_.op_timeout;
+    for (std::size_t from = 0; from < holds.size(); from += chunk) {
+      const std::size_t to = std::min(holds.size(), from + chunk);
+      std::vector<std::string> keys, args;
+      for (std::size_t i = from; i < to; ++i) {
+        const HeldGrants::Held& h = holds[i].second;
+        const Keys all = keys_of(h.name, layout_of(h.kind));
+        switch (h.kind) {
+          case LockKind::mutex:
+          case LockKind::latch: keys.insert(keys.end(), {all[0], all[0], all[0]}); break;
+          case LockKind::member: keys.insert(keys.end(), {all[0], all[1], all[1]}); break;
+          default: keys.insert(keys.end(), {all[0], all[1], all[2]}); break;
+        }
+        const char* kind = h.kind == LockKind::write  ? "w"
+                           : h.kind == LockKind::read   ? "r"
+                           : h.kind == LockKind::permit ? "p"
+                           : h.kind == LockKind::member ? "b"
+                                                        : "m";
+        args.insert(args.end(), {kind, h.owner, std::to_string(h.token)});
+      }
+      const std::vector<std::string_view> key_views(keys.begin(), keys.end()), arg_views(args.begin(), args.end());
+      auto reply = pool_.eval(Script::revalidate, key_views, arg_views, deadline, "re-validating holds after a failover");
+      if (!reply) return false;
+      const redisReply* r = reply->get();
+      if (r->type != REDIS_REPLY_ARRAY || r->elements != to - from) return false;
+      for (std::size_t i = from; i < to; ++i)
+        if (integer(r->element[i - from]) != 1) held_->drop(holds[i].first);
+    }
+    return true;
+  }
 
  private:
   Keys keys_of(std::string_view name, const Layout& layout) const { return Keys(store_.base(name), layout.suffixes); }
@@ -640,6 +738,7 @@ class RedisBackend final : public Backend, public LockDriver {
       Grant grant;
       grant.token = *token;
       grant.valid_until = call.sent + request.lease;
+      listed(request, grant);
       return Attempt(std::move(grant));
     }
     if (integer(r->element[0]) == -1)
@@ -679,6 +778,8 @@ class RedisBackend final : public Backend, public LockDriver {
     return call;
   }
 
+  const std::shared_ptr<MasterLocator> locator_;
+  const std::shared_ptr<HeldGrants> held_;  // redis+sentinel only
   const Config config_;
   const std::string client_id_;
   const std::string channel_prefix_;
@@ -697,13 +798,18 @@ RedisWaiter::~RedisWaiter() { backend_.leave(slot_, kind_); }
 // moment the server can expire it: our last attempt ran on the server no
 // earlier than it was sent, so server time S maps to no earlier than
 // sent + (S - that attempt's server time); 1 ms for the clock's resolution.
+// With wait_replicas it is not taken as it is: the next attempt finds it
+// ours, takes it under a new token and waits for the replicas.
 std::optional<Grant> RedisWaiter::take_grant() {
   auto taken = backend_.subscriber().take_handover(*slot_);
-  if (!taken) return std::nullopt;
+  if (!taken || backend_.waits_for_replicas()) return std::nullopt;
   Grant grant;
   grant.token = taken->handover.token;
   grant.valid_until = taken->attempt_sent +
                       milliseconds(taken->handover.server_ms - taken->attempt_server_ms - 1 + taken->handover.lease_ms);
+  LockRequest request{slot_->name, slot_->owner, milliseconds(taken->handover.lease_ms)};
+  request.kind = kind_;
+  backend_.listed(request, grant);
   return grant;
 }
 
@@ -724,7 +830,12 @@ Result<std::unique_ptr<Backend>> open_redis_backend(const Url& url, const Client
   if (!config) return config.status();
   auto client_id = random_client_id();
   if (!client_id) return client_id.status();
-  auto backend = std::make_unique<RedisBackend>(std::move(*config), std::move(*client_id));
+  std::shared_ptr<MasterLocator> locator;
+  if (url.scheme == "redis+sentinel") {
+    locator = std::make_shared<MasterLocator>(*config);
+    config->discovery = locator;
+  }
+  auto backend = std::make_unique<RedisBackend>(std::move(*config), std::move(*client_id), std::move(locator));
   if (Status s = backend->start(); !s) return s;
   return std::unique_ptr<Backend>(std::move(backend));
 }

@@ -709,6 +709,34 @@ keep_for(KEYS[1], tonumber(ARGV[2]))
 return 1
 )lua";
 
+// Per hold i: KEYS 3i-2..3i, ARGV 3i-2 kind ('m' mutex or leadership, 'w'
+// writer, 'r' reader, 'p' permit, 'b' barrier member), 3i-1 owner, 3i token.
+// The same owner+token checks as the renew scripts, without extending.
+constexpr std::string_view revalidate = R"lua(
+local now = now_ms()
+local out = {}
+for i = 1, #ARGV / 3 do
+  local kind, owner, token = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
+  local k1, k2, k3 = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+  local ok = false
+  if kind == 'm' then
+    local mine = redis.call('HMGET', k1, 'owner', 'token')
+    ok = mine[1] == owner and mine[2] == token
+  elseif kind == 'w' then
+    local w = redis.call('HMGET', k1, 'writer', 'wtoken', 'wexp')
+    ok = w[1] == owner and w[2] == token and tonumber(w[3]) > now
+  elseif kind == 'b' then
+    local expires = redis.call('ZSCORE', k2, owner)
+    ok = (expires and tonumber(expires) > now) or redis.call('EXISTS', k2) == 0
+  else
+    local expires = redis.call('ZSCORE', k2, owner)
+    ok = redis.call('HGET', k3, owner) == token and expires ~= false and tonumber(expires) > now
+  end
+  out[i] = ok and 1 or 0
+end
+return out
+)lua";
+
 // The parts of a script, after the helpers they call (directly or through
 // another helper).
 std::string text(std::initializer_list<std::string_view> parts) {
@@ -765,6 +793,7 @@ const std::string& script_text(Script script) {
       text({barrier_prelude, barrier_leave}),
       text({barrier_prelude, barrier_remove}),
       text({member_renew}),
+      text({revalidate}),
   };
   return texts[static_cast<std::size_t>(script)];
 }
@@ -775,7 +804,7 @@ std::string_view script_name(Script script) {
       "rw_acquire",     "rw_release",    "rw_renew",     "rw_leave",       "rw_force",        "permit_acquire",
       "permit_release", "permit_renew",  "permit_leave", "permit_force",   "counter_store",   "counter_add",
       "counter_cas",    "latch_read",    "latch_count_down", "barrier_join", "barrier_enter", "barrier_leave",
-      "barrier_remove", "member_renew"};
+      "barrier_remove", "member_renew", "revalidate"};
   return names[static_cast<std::size_t>(script)];
 }
 

@@ -50,8 +50,12 @@ enum class Script {
   barrier_leave,   // 1 (everyone has left), 0 (not yet)
   barrier_remove,  // 1
   member_renew,    // KEYS 1-2: 1 or 0
+  // After a failover (redis+sentinel): 3 KEYS per hold (its family's first
+  // three; a mutex's lock key thrice), ARGV kind, owner, token per hold;
+  // changes nothing. A list of 1 (still ours) or 0 (gone), in order.
+  revalidate,
 };
-inline constexpr std::size_t script_count = 26;
+inline constexpr std::size_t script_count = 27;
 
 inline constexpr std::array<Script, script_count> all_scripts = {
     Script::acquire,        Script::release,       Script::renew,          Script::leave,
@@ -60,7 +64,7 @@ inline constexpr std::array<Script, script_count> all_scripts = {
     Script::permit_release, Script::permit_renew,  Script::permit_leave,   Script::permit_force,
     Script::counter_store,  Script::counter_add,   Script::counter_cas,    Script::latch_read,
     Script::latch_count_down, Script::barrier_join, Script::barrier_enter, Script::barrier_leave,
-    Script::barrier_remove, Script::member_renew};
+    Script::barrier_remove, Script::member_renew, Script::revalidate};
 
 // The Lua source of a script.
 const std::string& script_text(Script script);

@@ -159,6 +159,10 @@ void Connection::drop() noexcept {
 
 Status Connection::connect_failure(Status why) {
   drop();
+  if (config_.discovery) {
+    failed_at_epoch_ = config_.discovery->epoch();
+    if (at_) config_.discovery->failed(*at_);  // (a rotation moves on: the next one is tried at once)
+  }
   backoff_ = backoff_.count() == 0 ? first_backoff : std::min(backoff_ * 2, max_backoff);
   retry_at_ = steady::now() + backoff_;
   last_error_ = why.message();
@@ -168,7 +172,9 @@ Status Connection::connect_failure(Status why) {
 Status Connection::connect(steady::time_point deadline) {
   drop();
   const auto now = steady::now();
-  const std::string where = "connecting to " + config_.redacted_url;
+  std::string where = "connecting to " + config_.redacted_url;
+  // A new server to try (a failover) is worth trying at once.
+  if (config_.discovery && config_.discovery->epoch() != failed_at_epoch_) retry_at_ = {};
   if (now < retry_at_)
     return Status(errc::unavailable, last_error_ + " (backing off: next attempt in " +
                                          std::to_string(std::chrono::ceil<milliseconds>(retry_at_ - now).count()) +
@@ -180,9 +186,21 @@ Status Connection::connect(steady::time_point deadline) {
   if (config_.unix_socket) {
     context_ = redisConnectUnixWithTimeout(config_.socket_path.c_str(), to_timeval(budget));
   } else {
-    auto address = numeric_address(config_.host, connect_deadline, where);
+    std::string host = config_.host;
+    int port = config_.port;
+    at_.reset();
+    if (config_.discovery) {
+      auto found = config_.discovery->where(connect_deadline);
+      if (!found) return connect_failure(found.status());
+      made_at_epoch_ = config_.discovery->epoch();
+      at_ = *found;
+      host = found->host;
+      port = found->port.value_or(6379);
+      where += " (" + host + ":" + std::to_string(port) + ")";
+    }
+    auto address = numeric_address(host, connect_deadline, where);
     if (!address) return connect_failure(address.status());
-    context_ = redisConnectWithTimeout(address->c_str(), config_.port, to_timeval(connect_deadline - steady::now()));
+    context_ = redisConnectWithTimeout(address->c_str(), port, to_timeval(connect_deadline - steady::now()));
   }
   if (!context_) return connect_failure(Status(errc::unavailable, "redis backend: " + where + ": out of memory"));
   if (context_->err) return connect_failure(to_status(context_, nullptr, where));
@@ -209,6 +227,8 @@ Status Connection::connect(steady::time_point deadline) {
     const std::string_view select[] = {"SELECT", db};
     if (auto r = command(select, connect_deadline, where + ": SELECT " + db); !r) return connect_failure(r.status());
   }
+  if (config_.discovery && at_)
+    if (Status s = config_.discovery->check(*this, *at_, connect_deadline); !s) return connect_failure(s);
   backoff_ = milliseconds(0);
   retry_at_ = {};
   made_in_ = generation_ ? generation_->load() : 0;
@@ -223,6 +243,7 @@ bool Connection::readable_while_idle() const noexcept {
 }
 
 void Connection::lose(std::string_view what) noexcept {
+  if (context_ && config_.discovery && at_) config_.discovery->failed(*at_);
   if (context_ && config_.events) {
     was_lost_ = true;
     try {

@@ -29,6 +29,7 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -91,13 +92,19 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   bool connected() const noexcept { return context_ != nullptr; }
-  bool stale() const noexcept { return generation_ && made_in_ < generation_->load(); }
+  // Made before a failure another connection saw, or (Discovery) before
+  // the server to use changed.
+  bool stale() const noexcept {
+    return (generation_ && made_in_ < generation_->load()) ||
+           (config_.discovery && made_at_epoch_ != config_.discovery->epoch());
+  }
   // Whether the idle connection has something to read: the server closed
   // it (restart, CLIENT KILL, idle timeout) or it is out of step. Either
   // way it is unusable; checking (one poll, no wait) before a call spares
   // the call an error after every server restart.
   bool readable_while_idle() const noexcept;
-  // TCP or unix socket, keepalive, AUTH, SELECT.
+  // TCP or unix socket, keepalive, AUTH, SELECT; with a Discovery, to the
+  // address it gives, checked by it.
   Status connect(steady::time_point deadline);
   void drop() noexcept;
   redisContext* context() const noexcept { return context_; }
@@ -128,6 +135,9 @@ class Connection {
   const Config& config_;
   std::atomic<std::uint64_t>* generation_;
   std::uint64_t made_in_ = 0;
+  std::uint64_t made_at_epoch_ = 0;     // config_.discovery's epoch when connected
+  std::uint64_t failed_at_epoch_ = 0;   // ... when the last connect failed (a new one skips the backoff)
+  std::optional<Endpoint> at_;          // where a Discovery sent us (for failed())
   bool was_lost_ = false;  // up once, then lost: the next connect() is a reconnect
   redisContext* context_ = nullptr;
   std::string out_;            // written up to out_done_

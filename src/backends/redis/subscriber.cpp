@@ -27,8 +27,8 @@ bool is_array_starting(const redisReply* r, std::string_view kind) {
 
 }  // namespace
 
-Subscriber::Subscriber(const Config& config, std::string channel)
-    : config_(config), channel_(std::move(channel)), connection_(config, nullptr) {
+Subscriber::Subscriber(const Config& config, std::string channel, MessageHook on_message)
+    : config_(config), channel_(std::move(channel)), on_message_(std::move(on_message)), connection_(config, nullptr) {
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
@@ -146,6 +146,10 @@ void Subscriber::wake_all() {
 void Subscriber::dispatch(const redisReply* r) {
   if (!is_array_starting(r, "message") || r->elements != 3 || r->element[2]->type != REDIS_REPLY_STRING) return;
   std::string_view payload(r->element[2]->str, r->element[2]->len);
+  if (on_message_) {
+    if (r->element[1]->type == REDIS_REPLY_STRING) on_message_({r->element[1]->str, r->element[1]->len}, payload);
+    return;
+  }
   auto slash = payload.find('/');
   auto newline = payload.find('\n');
   if (slash == std::string_view::npos || newline == std::string_view::npos || newline < slash) return;
@@ -201,6 +205,7 @@ void Subscriber::run() {
   auto ping_sent = steady::time_point::max();  // max: no PING outstanding
   milliseconds backoff{0};
   for (;;) {
+    if (connection_.connected() && connection_.stale()) connection_.lose("subscriber: the master changed");
     if (!connection_.connected()) {
       if (Status s = subscribe(steady::now() + config_.op_timeout); !s) {
         backoff = std::clamp(backoff * 2, milliseconds(50), milliseconds(1'000));

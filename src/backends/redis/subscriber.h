@@ -8,7 +8,9 @@
 // so the destructor stops it at once (no read timeout loop); it PINGs an
 // idle connection every second and reconnects (with backoff) when the server
 // goes silent or away; after resubscribing it wakes every local waiter,
-// since a message sent meanwhile is lost (they retry, and re-queue).
+// since a message sent meanwhile is lost (they retry, and re-queue). With a
+// Discovery (redis+sentinel) it follows the master: a connection made before
+// the master changed is dropped within a second and made again.
 #pragma once
 
 #include "backends/redis/session.h"
@@ -54,7 +56,11 @@ class Subscriber {
     std::function<void()> on_notify;   // guarded by Subscriber's mutex
   };
 
-  Subscriber(const Config& config, std::string channel);
+  // What a message on the channel goes to, instead of the table of waiting
+  // threads (the sentinel's +switch-master): its channel and payload.
+  using MessageHook = std::function<void(std::string_view channel, std::string_view payload)>;
+
+  Subscriber(const Config& config, std::string channel, MessageHook on_message = {});
   ~Subscriber();  // stops and joins the thread
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
@@ -98,6 +104,7 @@ class Subscriber {
 
   const Config& config_;
   const std::string channel_;
+  const MessageHook on_message_;
   Connection connection_;  // used by the thread only (and start() before it)
   int stop_fd_ = -1;       // eventfd: written once to stop the thread
   std::thread thread_;
