@@ -10,6 +10,7 @@
 //   sqlite:///abs/path.db  a lock table in an SQLite database (one host)
 //   redis://host:port      Lua scripts on one Redis server
 //   zk://h1:p,h2:p/root    ZooKeeper, Apache Curator's lock layout (interoperable)
+//   redlock://h1:p,...,h5:p  a majority of N independent Redis servers (dlock/quorum.h)
 //
 // Thread-safety: a Client may be used from any number of threads.
 #pragma once
@@ -40,6 +41,7 @@ class Client;
 namespace detail {
 class ClientState;
 std::shared_ptr<Client> make_client(std::shared_ptr<ClientState> state);
+std::shared_ptr<ClientState> state_of(const Client& client);
 }  // namespace detail
 
 // One held lock as the store reports it (dlock status).
@@ -170,6 +172,7 @@ class Client {
 
  private:
   friend std::shared_ptr<Client> detail::make_client(std::shared_ptr<detail::ClientState>);
+  friend std::shared_ptr<detail::ClientState> detail::state_of(const Client&);
   explicit Client(std::shared_ptr<detail::ClientState> state);
   std::shared_ptr<detail::ClientState> state_;
 };
