@@ -238,10 +238,12 @@ class QuorumBackend final : public Backend, public LockDriver {
     std::uint64_t token = 0;
     Busy busy;
     std::vector<std::pair<std::size_t, Status>> failures;
+    std::size_t unanswered = 0, busy_nodes = 0;
     for (std::size_t i = 0; i < n; ++i) {
       auto& answer = answers[i];
       if (!answer) {
-        failures.emplace_back(i, Status(errc::unavailable, nodes_[i].label + ": no answer within node_timeout"));
+        ++unanswered;
+        failures.emplace_back(i, Status(errc::unavailable, nodes_[i].label + ": no answer in time"));
       } else if (!*answer) {
         failures.emplace_back(i, answer->status());
       } else if (auto* grant = std::get_if<Grant>(&**answer)) {
@@ -250,6 +252,7 @@ class QuorumBackend final : public Backend, public LockDriver {
         granted_until.push_back(grant->valid_until);
         held->nodes[i] = std::make_shared<NodeGrant>(NodeGrant{std::move(*grant)});
       } else {
+        ++busy_nodes;
         busy.holder_expires = std::min(busy.holder_expires, std::get<Busy>(**answer).holder_expires);
       }
     }
@@ -263,7 +266,12 @@ class QuorumBackend final : public Backend, public LockDriver {
     // No majority: what was granted is released everywhere before the
     // caller's loop retries (after its jittered delay).
     if (!granted_until.empty()) (void)release_on_nodes(*held, "giving back a partial grant");
-    if (failures.size() > n - need) return too_many_failures(failures, "acquiring lock '" + request.name + "'");
+    // Unavailable when the nodes that failed leave no majority, or when
+    // they and the unanswered ones do and no node said someone holds it
+    // (an answer still out is not a holder; a node that said busy is).
+    const std::size_t answered_failures = failures.size() - unanswered;
+    if (answered_failures > n - need || (failures.size() > n - need && busy_nodes == 0))
+      return too_many_failures(failures, "acquiring lock '" + request.name + "'");
     return Attempt(busy);
   }
 
