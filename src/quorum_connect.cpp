@@ -122,6 +122,10 @@ Result<std::unique_ptr<Backend>> open_redlock_backend(const Url& url, const Clie
     node_url.query.erase(it);
   }
   if (Status s = validate(quorum); !s) return invalid(s.message());
+  // Every node issues its tokens from its clock (microseconds), not by
+  // counting up from its last one: counts on different nodes are not
+  // comparable, clocks are (dlock/quorum.h, token()).
+  node_url.query.emplace("token_retention", "0");
   if (url.endpoints.size() < 3)
     return invalid("needs at least 3 hosts (got " + std::to_string(url.endpoints.size()) +
                    "): with fewer, one server failing stops every lock");

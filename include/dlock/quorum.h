@@ -26,16 +26,24 @@
 // partial grant: another node_timeout at most).
 //
 // What it does NOT give:
-//   - No fencing token safe across node restarts, nor a strictly increasing
-//     one in general. token() is the largest of the tokens the granting
-//     nodes issued. Any two majorities share a node, and that node's tokens
-//     increase, but the largest of one grant may come from a node the next
-//     majority does not include (a node that was slow or unreachable for a
-//     while), and nodes' tokens need not be comparable (on Redis each node
-//     counts up from its own clock). A node that restarts without its data
-//     starts its tokens again, and forgets the locks it held: see below.
-//     Protect a resource with a token from a single store (or a consensus
-//     store: zk://) if it must refuse stale writers.
+//   - No fencing token safe across node restarts or clock steps. token()
+//     is the largest of the tokens the granting nodes issued. On redlock://
+//     each node issues its token from its own clock in microseconds (the
+//     URL sets the nodes' token_retention=0, so no node counts up from an
+//     old token): any two majorities share a node, which granted the later
+//     lock only after the earlier one was released or had expired there,
+//     so the later token is larger — as long as the nodes' clocks agree to
+//     within the time a lock is held, the bounded-drift assumption the
+//     validity rests on too. A node whose clock steps back can issue a
+//     token below an earlier holder's. A node restarted without its data
+//     inside a lease lets a second client in while the first still holds
+//     (below): the second's token is larger, so a resource that keeps the
+//     highest token refuses the first's later writes, but both may write
+//     before that. Over other nodes (connect_quorum), tokens are whatever
+//     each node issues: counters on different nodes are not comparable, so
+//     the largest is not even increasing in general (after a node missed
+//     some grants). Protect a resource that must refuse stale writers with
+//     a consensus store (zk://) instead.
 //   - Safety rests on the nodes keeping their leases. A node that restarts
 //     empty inside a lease lets a second client win a majority while the
 //     first still holds it (tests/fault/quorum_fault_test.cpp shows it).
