@@ -33,9 +33,11 @@ case "$cmd" in
     echo "redlock-servers.sh: $count nodes serving: redlock://$hosts"
     ;;
   stop)
+    # In parallel: each takes about 2 s to see its server gone.
     for node in "$dir"/node*; do
-      [[ -d "$node" ]] && "$server" stop "$node"
+      if [[ -d "$node" ]]; then "$server" stop "$node" & fi
     done
+    wait
     rm -f "$dir/url"
     ;;
   *)

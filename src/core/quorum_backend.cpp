@@ -53,6 +53,24 @@ class NodeWorker {
     work_.notify_one();
   }
 
+  // Runs `task` on the calling thread instead, if nothing is queued or
+  // running (so the node's calls keep their order); false if it could not.
+  bool run_here(const std::function<void()>& task) {
+    {
+      std::lock_guard lk(mu_);
+      if (!queue_.empty() || running_) return false;
+      running_ = true;
+    }
+    task();
+    {
+      std::lock_guard lk(mu_);
+      running_ = false;
+      if (queue_.empty()) idle_.notify_all();
+    }
+    work_.notify_one();  // something may have been queued meanwhile
+    return true;
+  }
+
   // Waits until nothing is queued or running, or `deadline`.
   void wait_idle(steady::time_point deadline) {
     std::unique_lock lk(mu_);
@@ -63,7 +81,8 @@ class NodeWorker {
   void run() {
     std::unique_lock lk(mu_);
     for (;;) {
-      work_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      // A task run_here() runs goes first: the next one waits for it.
+      work_.wait(lk, [&] { return !running_ && (stopping_ || !queue_.empty()); });
       if (queue_.empty()) return;
       auto task = std::move(queue_.front());
       queue_.pop_front();
@@ -95,6 +114,9 @@ struct Node {
   steady::time_point next_open{};       // on the worker only
   Status open_failure;                  // on the worker only
   std::function<void(LogLevel, std::string_view)> log;
+  // Whether a call to the node is bounded by node_timeout, so the calling
+  // thread may make it itself (NodeWorker::run_here) without overrunning.
+  bool bounded = false;
   NodeWorker worker;                    // last: its thread ends before the rest goes
 
   // On the worker: the node's backend, opened now if it is not yet.
@@ -162,6 +184,7 @@ class QuorumBackend final : public Backend, public LockDriver {
       node.client = std::move(nodes[i].client);
       node.log = options.log;
       if (node.client) node.backend.store(&node.client->backend());
+      node.bounded = !node.client || node.client->options().op_timeout <= quorum.node_timeout;
     }
   }
 
@@ -501,9 +524,12 @@ class QuorumBackend final : public Backend, public LockDriver {
       std::function<T(Status)> failed, std::function<void(Node&, T&)> late = {},
       std::function<bool(std::vector<std::optional<T>>&, std::size_t)> decided = {}) {
     auto round = std::make_shared<Round<T>>(nodes_.size());
+    // The calling thread asks one node itself (after handing the others
+    // to their workers): one thread switch less per round.
+    std::function<void()> here;
     for (std::size_t i : which) {
       Node& node = nodes_[i];
-      node.worker.post([round, i, &node, call, failed, late, deadline] {
+      auto task = [round, i, &node, call, failed, late, deadline] {
         T answer = [&] {
           // Queued behind a call that took its whole timeout: too late to matter.
           if (steady::now() >= deadline)
@@ -521,8 +547,11 @@ class QuorumBackend final : public Backend, public LockDriver {
         round->answers[i] = std::move(answer);
         ++round->answered;
         round->answered_cv.notify_all();
-      });
+      };
+      if (!here && node.bounded && i == which.back()) here = task;
+      else node.worker.post(std::move(task));
     }
+    if (here && !nodes_[which.back()].worker.run_here(here)) nodes_[which.back()].worker.post(std::move(here));
     std::unique_lock lk(round->mu);
     round->answered_cv.wait_until(lk, deadline, [&] {
       return round->answered == which.size() || (decided && decided(round->answers, round->answered));
