@@ -524,6 +524,7 @@ class QuorumBackend final : public Backend, public LockDriver {
       std::function<T(Status)> failed, std::function<void(Node&, T&)> late = {},
       std::function<bool(std::vector<std::optional<T>>&, std::size_t)> decided = {}) {
     auto round = std::make_shared<Round<T>>(nodes_.size());
+    if (which.empty()) return std::move(round->answers);
     // The calling thread asks one node itself (after handing the others
     // to their workers): one thread switch less per round.
     std::function<void()> here;

@@ -6,8 +6,8 @@
 // case, shown by what the fencing-checking resource sees — next to the same
 // restart made after the lease (the operational rule), which is safe.
 //
-// The tests run one after another in one process (one CTest entry): they
-// kill, pause and restart the shared nodes; each puts every node back.
+// The cases hold one CTest resource lock (they kill, pause and restart the
+// shared nodes, so they run one at a time); each puts every node back.
 #include "child_process.h"
 #include "fenced_resource.h"
 #include "servers.h"
