@@ -113,6 +113,7 @@ struct Node {
   std::atomic<Backend*> backend{nullptr};
   steady::time_point next_open{};       // on the worker only
   Status open_failure;                  // on the worker only
+  std::atomic<bool> retry_now{false};   // open again now, whenever it was last tried
   std::function<void(LogLevel, std::string_view)> log;
   // Whether a call to the node is bounded by node_timeout, so the calling
   // thread may make it itself (NodeWorker::run_here) without overrunning.
@@ -123,7 +124,7 @@ struct Node {
   Result<Backend*> get() {
     if (Backend* b = backend.load()) return b;
     const auto now = steady::now();
-    if (now < next_open) return Status(errc::unavailable, label + ": not connected (" + open_failure.message() + ")");
+    if (now < next_open && !retry_now.exchange(false)) return Status(errc::unavailable, label + ": not connected (" + open_failure.message() + ")");
     auto opened = open();
     if (opened && (*opened)->session_timeout())
       opened = Status(errc::invalid_argument,
@@ -188,16 +189,27 @@ class QuorumBackend final : public Backend, public LockDriver {
     }
   }
 
-  // Opens every node at once; fails unless a majority opened within `timeout`.
+  // Opens every node at once; fails unless a majority opened within
+  // `timeout`. A node's opening is bounded by its own op_timeout (for a
+  // URL, node_timeout), which a loaded machine can overrun: the nodes that
+  // failed are tried again, up to open_attempts rounds, while fewer than a
+  // majority are open.
   Status start(milliseconds timeout) {
-    auto answers = fan_out<Status>(
-        all(), steady::now() + timeout, [](Node&, Backend&) { return Status(); }, [](Status s) { return s; });
+    constexpr int open_attempts = 3;
+    const auto deadline = steady::now() + timeout;
     std::vector<std::string> failures;
     std::size_t opened = 0;
-    for (std::size_t i = 0; i < answers.size(); ++i) {
-      if (answers[i] && answers[i]->ok()) ++opened;
-      else failures.push_back(answers[i] ? answers[i]->message() : nodes_[i].label + ": no answer in time");
-      if (answers[i] && answers[i]->code() == errc::invalid_argument) return *answers[i];
+    for (int attempt = 0; attempt < open_attempts && opened < majority_ && steady::now() < deadline; ++attempt) {
+      for (Node& node : nodes_) node.retry_now.store(true);
+      auto answers = fan_out<Status>(
+          all(), deadline, [](Node&, Backend&) { return Status(); }, [](Status s) { return s; });
+      failures.clear();
+      opened = 0;
+      for (std::size_t i = 0; i < answers.size(); ++i) {
+        if (answers[i] && answers[i]->ok()) ++opened;
+        else failures.push_back(answers[i] ? answers[i]->message() : nodes_[i].label + ": no answer in time");
+        if (answers[i] && answers[i]->code() == errc::invalid_argument) return *answers[i];
+      }
     }
     if (opened >= majority_) return {};
     return Status(errc::unavailable, "quorum: only " + std::to_string(opened) + " of " + std::to_string(nodes_.size()) +

@@ -1,6 +1,7 @@
 // redlock:// under faults, on the five redis-servers of the redlock_fault
 // fixture (scripts/redlock-servers.sh): two nodes SIGKILLed or SIGSTOPped
-// (the quorum still grants, renews and releases), three down (it fails
+// (the quorum still grants, renews and releases, and processes contending
+// for one lock stay exclusive), three down (it fails
 // within a bound, with no false success and nothing held on the live
 // nodes), and a node restarted empty inside a lease — the documented unsafe
 // case, shown by what the fencing-checking resource sees — next to the same
@@ -180,6 +181,30 @@ TEST_F(QuorumFault, ThreeDownFailsWithinABoundWithNoFalseSuccessAndNothingLeftHe
     EXPECT_EQ(held_keys(4, prefix_), 0);
     EXPECT_EQ(held_keys(5, prefix_), 0);
   }
+}
+
+// Several processes contend for one lock while two nodes fail under them
+// (one SIGKILLed, one SIGSTOPped): every section is still exclusive, as the
+// fencing-checking resource sees it, and none is lost.
+TEST_F(QuorumFault, ContendedProcessesStayExclusiveWhileTwoNodesFail) {
+  constexpr int processes = 4, sections = 40;
+  const std::string url = server_url("redlock-fault") + "?prefix=" + prefix_ + "&node_timeout=50ms";
+  const std::string resource_path = dir_.path() + "/resource";
+  FencedResource resource(resource_path, true);
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int i = 0; i < processes; ++i)
+    workers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+        DLOCK_TEST_WORKER, "hammer", url, "contended", std::to_string(sections), resource_path, "200"}));
+  ASSERT_TRUE(eventually([&] { return resource.counts().accepted >= 20; }, 30s)) << "no progress before the faults";
+  kill_node(1);
+  stop_node(2);
+  for (auto& w : workers) EXPECT_EQ(w->wait(scaled(120s)), std::optional<int>(0)) << "worker " << w->pid();
+  const auto seen = resource.counts();
+  EXPECT_EQ(seen.overlaps, 0u);
+  EXPECT_EQ(seen.duplicate_tokens, 0u);
+  EXPECT_EQ(seen.stale_rejected, 0u);
+  EXPECT_EQ(seen.accepted, static_cast<std::uint64_t>(processes * sections));
+  EXPECT_EQ(seen.counter, processes * sections) << "lost updates under the lock";
 }
 
 // The documented unsafe case: A holds on nodes 1-3 (4 and 5 were down
