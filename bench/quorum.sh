@@ -9,6 +9,9 @@
 # the redlock:// URL (one thread, acquire + release of one name). Prints each run, the
 # medians, and the ratio quorum / one node of the acquire + release latency (p50) and of
 # the throughput. The issue's target is a latency ratio <= 1.5 (parallel requests), not 5.
+# Then the floor for that ratio on this machine (dlock_bench_fanout_raw, next to the dlock
+# binary's build: PING to every node at once from one thread, against PING to one): with
+# the nodes sharing the client's cores, a parallel round costs each server's work anyway.
 # About 6 x BENCH_SECONDS.
 #
 # Environment:
@@ -57,11 +60,20 @@ for round in 1 2 3; do
     fi
   done
 done
+# The floor on this machine: PING to every node at once from one thread, against PING to one.
+raw="$(dirname "$bin")/../../bench/dlock_bench_fanout_raw"
+if [[ -x "$raw" ]]; then
+  "$raw" "$hosts" 20000 >>"$out" || { echo "quorum.sh: dlock_bench_fanout_raw failed" >&2; status=1; }
+else
+  echo "quorum.sh: no $raw (build the target dlock_bench_fanout_raw): no floor measured" >&2
+fi
 [[ -n "${BENCH_JSON:-}" ]] && cat "$out" >>"$BENCH_JSON"
 
 python3 - "$out" <<'PY'
 import json, statistics, sys
-runs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+lines = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+runs = [r for r in lines if r.get("workload") == "uncontended"]
+floor = [r for r in lines if r.get("workload") == "fanout_raw"]
 one = [r for r in runs if r["backend"].startswith("redis://")]
 quorum = [r for r in runs if r["backend"].startswith("redlock://")]
 if not one or not quorum:
@@ -79,5 +91,8 @@ for r in runs:
 l1, o1 = row("one node", one)
 lq, oq = row("quorum/5", quorum)
 print(f"ratio quorum/one node: latency {lq / l1:.2f}x (target <= 1.5x), throughput {oq / o1:.2f}x")
+for f in floor:
+    print(f"floor on this machine: PING to {f['nodes']} nodes at once from one thread {f['fanout_p50_us']:.1f} us,"
+          f" to one {f['one_p50_us']:.1f} us: {f['ratio']:.2f}x (p50 of {f['rounds']})")
 PY
 exit "$status"
