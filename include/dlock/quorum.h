@@ -55,7 +55,9 @@
 //   - Not fair (no queue across nodes): MutexOptions::fair is refused.
 //
 // Thread-safety: as Client. Each node has one thread of the quorum client
-// that talks to it (so calls to one node run in order).
+// that talks to it, so calls to one node run in order (the calling thread
+// makes one node's call itself when that node's thread is idle). Those
+// threads end with the client.
 #pragma once
 
 #include <dlock/client.h>
@@ -97,10 +99,11 @@ std::shared_ptr<Client> connect_quorum(std::vector<std::shared_ptr<Client>> node
                                        ClientOptions options = {});
 
 // A quorum over the stores at `urls`, each opened with op_timeout =
-// quorum.node_timeout. A node that cannot be reached now is opened again
-// when it is next needed (at most once a second); connecting fails with
-// unavailable only if fewer than a majority answer. Errors as above, and
-// as connect() for each URL.
+// quorum.node_timeout (so no call to a node outlasts it). Connecting tries
+// a node that failed to open up to three times while fewer than a majority
+// are open, and fails with unavailable if a majority still is not; a node
+// not open then is opened again when it is next needed (at most once a
+// second). Errors as above, and as connect() for each URL.
 std::shared_ptr<Client> connect_quorum(const std::vector<std::string>& urls, QuorumOptions quorum = {},
                                        ClientOptions options = {});
 
