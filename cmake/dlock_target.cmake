@@ -1,12 +1,15 @@
 # dlock_target(NAME <name> KIND <library|interface|executable|test> SOURCES ... [DEPS ...] [PRIVATE_DEPS ...]
-#              [INCLUDES ...] [LABELS ...] [FIXTURES ...] [OUTPUT_NAME name])
+#              [INCLUDES ...] [LABELS ...] [FIXTURES ...] [SERIAL pattern] [OUTPUT_NAME name])
 # FIXTURES (tests): CTest fixtures every test of the executable needs (servers).
+# SERIAL (tests): a gtest filter (A.B:C.*) of the tests that assert how long
+# something takes against a tight bound; ctest runs each of them alone
+# (RUN_SERIAL), the others side by side (scripts/test.sh runs ctest -j).
 # KIND interface: no sources (headers, generated files); DEPS and INCLUDES reach its users.
 # The one way every target of the project is declared: same warnings, same
 # sanitizers, and a dlock::<name> alias for libraries so targets are always
 # referred to by their namespaced name.
 function(dlock_target)
-  cmake_parse_arguments(T "" "NAME;KIND;OUTPUT_NAME" "SOURCES;DEPS;PRIVATE_DEPS;INCLUDES;LABELS;FIXTURES" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;KIND;OUTPUT_NAME;SERIAL" "SOURCES;DEPS;PRIVATE_DEPS;INCLUDES;LABELS;FIXTURES" ${ARGN})
   if(T_KIND STREQUAL "library")
     add_library(dlock_${T_NAME} STATIC ${T_SOURCES})
     add_library(dlock::${T_NAME} ALIAS dlock_${T_NAME})
@@ -62,9 +65,14 @@ function(dlock_target)
     endif()
     include(GoogleTest)
     # Tests find the servers the fixtures started under DLOCK_TEST_SERVERS.
-    gtest_discover_tests(${tgt}
-      PROPERTIES LABELS "${T_LABELS}" FIXTURES_REQUIRED "${T_FIXTURES}"
-                 ENVIRONMENT "DLOCK_TEST_SERVERS=${DLOCK_TEST_SERVERS}"
-      DISCOVERY_TIMEOUT 60)
+    set(properties LABELS "${T_LABELS}" FIXTURES_REQUIRED "${T_FIXTURES}"
+                   ENVIRONMENT "DLOCK_TEST_SERVERS=${DLOCK_TEST_SERVERS}")
+    if(T_SERIAL)
+      gtest_discover_tests(${tgt} TEST_FILTER "-${T_SERIAL}" PROPERTIES ${properties} DISCOVERY_TIMEOUT 60)
+      gtest_discover_tests(${tgt} TEST_FILTER "${T_SERIAL}" PROPERTIES ${properties} RUN_SERIAL TRUE
+                           DISCOVERY_TIMEOUT 60)
+    else()
+      gtest_discover_tests(${tgt} PROPERTIES ${properties} DISCOVERY_TIMEOUT 60)
+    endif()
   endif()
 endfunction()

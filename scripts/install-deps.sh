@@ -8,7 +8,7 @@
 # Curator with a javac to build tests/interop/java/CuratorTool.java, and kazoo.
 # dpkg-dev and binutils: cpack -G DEB (dpkg-shlibdeps) and the install test (nm, readelf).
 # doxygen: the API reference (a test builds it without warnings); python3-matplotlib:
-# bench/plot's charts (a test draws them). libcpp-httplib-dev, nginx-light, apache2-utils:
+# bench/plot's charts (a test draws them). libcpp-httplib-dev, nginx-light, apache2-utils, curl:
 # the inventory-service example behind nginx under ab's load (a test runs it).
 # clang and libclang-rt-14-dev: the libFuzzer targets (tests/fuzz, the "fuzz" preset).
 # libasio-dev: standalone Asio for dlock/asio.h's coroutine tests (the library does not need it).
@@ -30,7 +30,7 @@ packages=(
   zookeeper libzookeeper-mt-dev libslf4j-java
   default-jdk-headless libcurator-recipes-java python3-kazoo
   doxygen python3-matplotlib
-  libcpp-httplib-dev nginx-light apache2-utils
+  libcpp-httplib-dev nginx-light apache2-utils curl
   clang libclang-rt-14-dev
   libasio-dev
   libmariadb-dev mariadb-server

@@ -39,7 +39,7 @@ start_server() {
   local port="$1" data pid
   data="$(data_dir)"
   "$server" --no-defaults --datadir="$data/data" "${as_root[@]}" --bind-address=127.0.0.1 --port="$port" \
-    --socket="$data/sock" --pid-file="$data/pid" --log-error="$data/err.log" --skip-name-resolve \
+    --socket="$data/sock" --pid-file="$data/pid" --log-error="$data/err.log" --tmpdir="$data/tmp" --skip-name-resolve \
     --innodb-buffer-pool-size=64M --innodb-flush-log-at-trx-commit=2 --max-connections=500 \
     >/dev/null 2>&1 </dev/null &
   pid=$!
@@ -70,9 +70,13 @@ case "$cmd" in
     mkdir -p "$dir"
     data="$(mktemp -d /tmp/dlock-mariadb.XXXXXX)"
     echo "$data" > "$dir/datadir"
-    mariadb-install-db --no-defaults --datadir="$data/data" "${as_root[@]}" --auth-root-authentication-method=normal \
+    # Temp files of its own: servers started side by side (tests run in
+    # parallel) have been seen to trip over each other's in /tmp.
+    mkdir -p "$data/tmp"
+    mariadb-install-db --no-defaults --datadir="$data/data" --tmpdir="$data/tmp" "${as_root[@]}" \
+      --auth-root-authentication-method=normal \
       --skip-test-db >"$data/install.log" 2>&1 ||
-      { echo "mariadb-server.sh: mariadb-install-db failed (see $data/install.log)" >&2; exit 1; }
+      { echo "mariadb-server.sh: mariadb-install-db failed:" >&2; grep -m5 -iE "error|fail" "$data/install.log" >&2; exit 1; }
     for attempt in 1 2 3 4 5; do
       port="$(free_port)"
       if start_server "$port"; then

@@ -146,8 +146,16 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   // wait behind a queue is not bounded as tightly as bounded_wait asks.
   all.push_back({"mysql",
                  [](const std::string& dir) { return server_url("mysql") + "_" + sql_identifier(dir).substr(0, 50); },
-                 false, false, false});
+                 false, true, false});  // a ring wakes every waiter of the client rung (mysql/bell.h)
   claim_table_recipe(all.back());
+  // Session mode: GET_LOCK, whose wait the server queues and wakes.
+  all.push_back({"mysql_session",
+                 [](const std::string& dir) {
+                   return server_url("mysql") + "_" + sql_identifier(dir).substr(0, 30) + "?mode=session";
+                 },
+                 true, true, true});
+  all.back().reports_remaining = false;
+  all.back().async = false;  // as postgres_session
 #endif
   return all;
 }

@@ -9,9 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 namespace dlock::test {
 namespace {
@@ -107,6 +109,51 @@ TEST_F(MysqlFault, TokensKeepIncreasingAcrossARestart) {
   ASSERT_TRUE(m.try_lock_for(scaled(5s)));
   EXPECT_GT(m.token(), before);
   m.unlock();
+}
+
+// Session mode: a restart ends every session and with them the GET_LOCKs;
+// the holder learns it at its next renewal, never assumes it still holds,
+// and the next holder's token is greater.
+TEST_F(MysqlFault, SessionHoldersLearnARestartFreedTheirLocks) {
+  auto holder_client = connect(url_ + "?mode=session", options());
+  auto holder = holder_client->mutex("jobs/report", {.lease = 1500ms});
+  holder.lock();
+  const auto before = holder.token();
+  ASSERT_EQ(server("restart"), 0);
+  EXPECT_TRUE(eventually([&] { return holder.lost(); }, 4s)) << "the holder kept believing in a lock the restart freed";
+  auto other = connect(url_ + "?mode=session", options())->mutex("jobs/report");
+  ASSERT_TRUE(other.try_lock_for(scaled(5s)));
+  EXPECT_GT(other.token(), before);
+  other.unlock();
+  EXPECT_EQ(holder.unlock_checked().code(), errc::lock_lost);
+}
+
+// A session waiter blocks in the server's own queue (GET_LOCK with a
+// timeout) and is handed the lock by the release, with a greater token.
+TEST_F(MysqlFault, SessionWaiterIsHandedTheLockByTheServer) {
+  auto a = connect(url_ + "?mode=session", options());
+  auto b = connect(url_ + "?mode=session", options());
+  auto held = a->mutex("queue");
+  held.lock();
+  const auto first_token = held.token();
+  auto waiter = b->mutex("queue");
+  EXPECT_FALSE(waiter.try_lock_for(200ms)) << "a second session took a held lock";
+  std::atomic<bool> got{false};
+  std::atomic<std::uint64_t> token{0};
+  std::thread wait([&] {
+    got = waiter.try_lock_for(scaled(5s));
+    if (got) {
+      token = waiter.token();
+      waiter.unlock();
+    }
+  });
+  std::this_thread::sleep_for(300ms);  // the waiter is in GET_LOCK's queue by now
+  const auto released = steady::now();
+  held.unlock();
+  wait.join();
+  ASSERT_TRUE(got) << "the waiter never got the released lock";
+  EXPECT_LT(steady::now() - released, scaled(2s)) << "the waiter was not woken by the release";
+  EXPECT_GT(token.load(), first_token);
 }
 
 // A user with rights on dlock's tables only works; without the tables and

@@ -114,8 +114,11 @@ TEST(LeaseKeeper, RenewsAboutEveryRenewIntervalAndKeepsTheLeaseAlive) {
   const auto ideal = elapsed / every;
   ASSERT_GE(times.size(), 3u) << "expected about " << ideal << " renewals";
   EXPECT_LE(static_cast<long>(times.size()), ideal + 1) << "renewed more often than renew_interval";
-  // Never early: each renewal at least renew_interval after the previous one.
-  for (std::size_t i = 1; i < times.size(); ++i) EXPECT_GE(times[i] - times[i - 1], every) << "renewal " << i;
+  // Never early: each renewal at least renew_interval after the previous one
+  // (less a tenth: the keeper reads its clock just before the driver records
+  // the call, and a busy machine can run the one step late, not the other).
+  for (std::size_t i = 1; i < times.size(); ++i)
+    EXPECT_GE(times[i] - times[i - 1], every - every / 10) << "renewal " << i;
   EXPECT_GE(times[0], first_due);
   EXPECT_FALSE(h->lost.load()) << "a lease renewed in time was marked lost";
   EXPECT_FALSE(h->stop.stop_requested());

@@ -50,8 +50,12 @@ TEST(MysqlUrl, RefusesBadOptions) {
   EXPECT_THAT(refused("mysql://u@127.0.0.1:1/db?sslmode=require"), HasSubstr("unknown option 'sslmode'"));
 }
 
-TEST(MysqlUrl, SessionModeIsNotAvailableYet) {
-  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/db?mode=session", errc::unsupported), HasSubstr("mode=table"));
+// The server's lock names are dlock/<database>/<id>, at most 64 characters.
+TEST(MysqlUrl, SessionModeNeedsADatabaseNameThatFitsALockName) {
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/" + std::string(38, 'd') + "?mode=session"),
+              HasSubstr("at most 37 characters"));
+  EXPECT_THAT(refused("mysql://u@127.0.0.1:1/" + std::string(37, 'd') + "?mode=session", errc::unavailable),
+              HasSubstr("127.0.0.1:1"));
 }
 
 TEST(MysqlUrl, NeverEchoesThePassword) {

@@ -148,15 +148,17 @@ Status MyConnection::drive(int status, Cont cont, std::string_view step) {
   while (status != 0) {
     const int timeout = millis_until(deadline_);
     if (timeout == 0) return fail(step, "no answer within ClientOptions::op_timeout");
-    pollfd fd{mysql_get_socket(mysql_), 0, 0};
+    pollfd fds[2] = {{mysql_get_socket(mysql_), 0, 0}, {stop_fd_, POLLIN, 0}};
+    pollfd& fd = fds[0];
     if (status & MYSQL_WAIT_READ) fd.events |= POLLIN;
     if (status & MYSQL_WAIT_WRITE) fd.events |= POLLOUT;
     if (status & MYSQL_WAIT_EXCEPT) fd.events |= POLLPRI;
     int wait = timeout;
     if (status & MYSQL_WAIT_TIMEOUT)
       wait = std::min<int>(wait, static_cast<int>(mysql_get_timeout_value_ms(mysql_)));
-    const int n = ::poll(&fd, 1, wait);
+    const int n = ::poll(fds, stop_fd_ >= 0 ? 2 : 1, wait);
     if (n < 0 && errno != EINTR) return fail(step, "poll failed");
+    if (n > 0 && fds[1].revents != 0) return fail(step, "stopped");
     int ready = 0;
     if (n > 0) {
       if (fd.revents & (POLLIN | POLLHUP | POLLERR)) ready |= MYSQL_WAIT_READ;
@@ -170,6 +172,11 @@ Status MyConnection::drive(int status, Cont cont, std::string_view step) {
     status = cont(ready);
   }
   return {};
+}
+
+Result<std::vector<sql::Rows>> MyConnection::exec(std::string_view text, const std::vector<sql::Param>& params,
+                                                  std::string_view step) {
+  return exec(with_params(text, params), step);
 }
 
 Result<std::vector<sql::Rows>> MyConnection::exec(const std::string& text, std::string_view step) {

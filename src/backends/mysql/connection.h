@@ -43,12 +43,18 @@ class MyConnection final : public sql::PooledConnection {
 
   void set_deadline(steady::time_point deadline) noexcept override { deadline_ = deadline; }
   bool broken() const noexcept override { return broken_; }
+  // A descriptor that, once readable, ends the call under way (the
+  // connection is then broken): how another thread stops a long one.
+  void set_stop_fd(int fd) noexcept { stop_fd_ = fd; }
 
   Result<std::vector<sql::Rows>> run(std::span<const sql::Call> calls) override;
 
   // Runs SQL text (several statements allowed, no parameters); the rows of
   // each statement. An error ends it and rolls back an open transaction.
   Result<std::vector<sql::Rows>> exec(const std::string& text, std::string_view step);
+  // The same with ?1, ?2, ... in `text` written as literals of `params`.
+  Result<std::vector<sql::Rows>> exec(std::string_view text, const std::vector<sql::Param>& params,
+                                      std::string_view step);
 
  private:
   MyConnection(st_mysql* mysql, const sql::Dialect* dialect, std::string redacted_url)
@@ -65,6 +71,7 @@ class MyConnection final : public sql::PooledConnection {
   const sql::Dialect* dialect_;
   std::string redacted_url_;
   steady::time_point deadline_{};
+  int stop_fd_ = -1;
   bool broken_ = false;
 };
 

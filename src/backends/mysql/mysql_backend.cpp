@@ -3,8 +3,9 @@
 //
 //   mysql://user[:password]@host[:port]/database[?option=value&...]
 //
-// Options: mode=table (the default and, for now, the only mode), pool=4
-// and waiter_ttl=2s (sql/server_options.h), and the client library's TLS
+// Options: mode=table (the default: the lock table recipe, every
+// primitive) or mode=session (GET_LOCK, Mutex only: session_locks.h),
+// pool=4 and waiter_ttl=2s (sql/server_options.h), and the client library's TLS
 // settings passed through: ssl=1 (require TLS), ssl-ca, ssl-capath,
 // ssl-cert, ssl-key, ssl-crl, ssl-cipher, tls-version,
 // ssl-verify-server-cert=1.
@@ -25,9 +26,13 @@
 // session left idle inside a transaction after twice that.
 //
 // A batch is one multi-statement text: an acquire is two round trips
-// (look, then take or queue), a release one. There is no NOTIFY: waiters
-// poll with backoff, each attempt keeping their place in the queue.
+// (look, then take or queue), a release one. There is no NOTIFY: a release
+// rings the waiters it frees (KILL QUERY of their client's sleeping
+// connection: bell.h), and waiters also poll with backoff, each attempt
+// keeping their place in the queue, for the rings a server refuses.
+#include "backends/mysql/bell.h"
 #include "backends/mysql/connection.h"
+#include "backends/mysql/session_locks.h"
 #include "backends/sql/server_options.h"
 #include "backends/sql/slot_pool.h"
 #include "backends/sql/table_backend.h"
@@ -83,6 +88,7 @@ const sql::DialectSpelling spelling = {
 
 struct Config {
   ConnectInfo connect;
+  bool session = false;  // mode=session: GET_LOCK (session_locks.h)
   int pool = 4;
   sql::TableConfig table;
 };
@@ -115,7 +121,7 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   c.connect.user = url.user.value_or("");
   c.connect.password = url.password.value_or("");
   for (const auto& [key, value] : url.query) {
-    auto common = sql::read_server_option("mysql", url, key, value, c.pool, c.table);
+    auto common = sql::read_server_option("mysql", url, key, value, c.session, c.pool, c.table);
     if (!common) return common.status();
     if (*common) continue;
     if (!tls_option(key))
@@ -127,6 +133,9 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
     if (value.empty()) return invalid(url, key + " needs a value");
     c.connect.tls.emplace_back(key, value);
   }
+  if (c.session && c.connect.database.size() > session_database_max)
+    return invalid(url, "mode=session takes a database name of at most " + std::to_string(session_database_max) +
+                            " characters (the server's lock names, dlock/<database>/<id>, are at most 64)");
   return c;
 }
 
@@ -148,19 +157,18 @@ Result<std::unique_ptr<MyConnection>> first_connection(const ConnectInfo& info, 
 // clients are ordered by the server). A user without the right to create
 // them gets the DDL to run.
 Status ensure_schema(MyConnection& conn, const sql::Dialect& dialect, const std::string& url) {
-  const std::string tables = sql::table_list();
-  std::string quoted = "'";
-  for (char c : tables) quoted += c == ',' ? std::string("','") : c == ' ' ? std::string() : std::string(1, c);
-  const auto count = static_cast<std::int64_t>(std::count(tables.begin(), tables.end(), ',') + 1);
+  std::string tables = "'dlock_session_keys'";
+  for (std::string_view t : sql::table_names) tables += ",'" + std::string(t) + "'";
   auto present = conn.exec("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND "
-                           "table_name IN (" + quoted + "')",
+                           "table_name IN (" + tables + ")",
                            "looking for dlock's tables");
   if (!present) return present.status();
-  if (present->size() == 1 && (*present)[0].integer(0, 0) == count) return {};
-  auto made = conn.exec(dialect.schema(), "creating dlock's tables");
+  if (present->size() == 1 && (*present)[0].integer(0, 0) == static_cast<std::int64_t>(sql::table_names.size() + 1))
+    return {};
+  auto made = conn.exec(dialect.schema() + ";\n" + std::string(session_schema), "creating dlock's tables");
   if (made) return {};
   if (made.status().message().find("(error 1142)") != std::string::npos)
-    return sql::tables_missing("mysql", url, dialect);
+    return sql::tables_missing("mysql", url, dialect, session_schema);
   return made.status();
 }
 
@@ -176,20 +184,23 @@ Result<std::unique_ptr<Backend>> open_mysql_backend(const Url& url, const Client
     if (!first) return first.status();
     if (Status s = ensure_schema(**first, *dialect, config->connect.redacted_url); !s) return s;
   }
+  if (config->session) return make_session_backend(config->connect);
 
   config->table.holder_info = sql::this_process();
   config->table.max_backoff = options.max_backoff;
-  return sql::make_table_backend(dialect, std::make_shared<sql::Mailbox>(), config->table,
-                                 [&](Events& events) -> Result<sql::Parts> {
-                                   auto open = [connect = config->connect](steady::time_point deadline)
-                                       -> Result<std::unique_ptr<sql::PooledConnection>> {
-                                     auto conn = MyConnection::open(connect, dialect.get(), deadline);
-                                     if (!conn) return conn.status();
-                                     return std::unique_ptr<sql::PooledConnection>(std::move(*conn));
-                                   };
-                                   return sql::Parts{
-                                       std::make_unique<sql::SlotPool>("mysql", open, config->pool, events), nullptr};
-                                 });
+  config->table.poll_with_wakeups = true;  // a ring may be refused (bell.h)
+  auto mailbox = std::make_shared<sql::Mailbox>();
+  return sql::make_table_backend(dialect, mailbox, config->table, [&](Events& events) -> Result<sql::Parts> {
+    auto bell = Bell::start(config->connect, mailbox, events);
+    if (!bell) return bell.status();
+    auto open = [connect = config->connect](steady::time_point deadline)
+        -> Result<std::unique_ptr<sql::PooledConnection>> {
+      auto conn = MyConnection::open(connect, dialect.get(), deadline);
+      if (!conn) return conn.status();
+      return std::unique_ptr<sql::PooledConnection>(std::move(*conn));
+    };
+    return sql::Parts{std::make_unique<sql::SlotPool>("mysql", open, config->pool, events), std::move(*bell)};
+  });
 }
 
 }  // namespace dlock::detail

@@ -28,7 +28,7 @@ class Listener final : public sql::Wakeups {
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
 
-  const std::string& address() const override { return address_; }
+  std::string address() const override { return address_; }
   // Never needed: the database wakes the heads a release returns.
   void wake(std::string_view, const sql::WakeTarget&) override {}
 

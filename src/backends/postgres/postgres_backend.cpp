@@ -5,7 +5,7 @@
 //
 // Options: mode=table (the default: the lock table recipe, every
 // primitive) or mode=session (advisory locks, Mutex only:
-// session_locks.cpp), schema=NAME
+// sql/session_locks.h), schema=NAME
 // (dlock's tables live there, made with it if missing; default: the user's
 // search_path), pool=4
 // (connections per client, 1..64: calls of different threads run on
@@ -30,6 +30,7 @@
 #include "backends/postgres/listener.h"
 #include "backends/postgres/session_locks.h"
 #include "backends/postgres/spelling.h"
+#include "backends/sql/server_options.h"
 #include "backends/sql/slot_pool.h"
 #include "backends/sql/table_backend.h"
 #include "core/driver.h"
@@ -56,9 +57,7 @@ struct Config {
   sql::TableConfig table;
 };
 
-Status invalid(const Url& url, std::string why) {
-  return Status(errc::invalid_argument, "postgres url " + url.redacted() + ": " + std::move(why));
-}
+Status invalid(const Url& url, std::string why) { return sql::invalid_url("postgres", url, std::move(why)); }
 
 Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   Config c;
@@ -81,18 +80,10 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   std::string options_line = "-c lock_timeout=" + op_ms + " -c idle_in_transaction_session_timeout=" +
                              std::to_string(2 * options.op_timeout.count());
   for (const auto& [key, value] : url.query) {
-    if (key == "mode") {
-      if (value != "table" && value != "session") return invalid(url, "mode '" + value + "' must be table or session");
-      c.session = value == "session";
-    } else if (key == "pool") {
-      auto n = parse_count(value, "pool", 1, 64);
-      if (!n) return invalid(url, n.status().message());
-      c.pool = *n;
-    } else if (key == "waiter_ttl") {
-      auto d = parse_duration_within(value, "waiter_ttl", std::chrono::seconds(1), std::chrono::hours(1));
-      if (!d) return invalid(url, d.status().message());
-      c.table.waiter_ttl = *d;
-    } else if (key == "schema") {
+    auto common = sql::read_server_option("postgres", url, key, value, c.session, c.pool, c.table);
+    if (!common) return common.status();
+    if (*common) continue;
+    if (key == "schema") {
       const bool plain = !value.empty() && value.size() <= 63 && !(value[0] >= '0' && value[0] <= '9') &&
                          value.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
       if (!plain)
@@ -128,11 +119,7 @@ Status ensure_schema(PgConnection& conn, const sql::Dialect& dialect, const std:
   if (made) return {};
   (void)conn.exec("ROLLBACK", "rolling back");
   if (made.status().message().find("SQLSTATE 42501") != std::string::npos)
-    return Status(errc::unavailable,
-                  "postgres backend: " + url +
-                      ": dlock's tables are missing and this user may not create them. Run as their owner:\n" + ddl +
-                      ";\nthen GRANT SELECT, INSERT, UPDATE, DELETE ON " + sql::table_list() +
-                      ", dlock_session_keys TO <this user>;");
+    return sql::tables_missing("postgres", url, dialect, session_schema);
   return made.status();
 }
 
@@ -148,7 +135,7 @@ Result<std::unique_ptr<Backend>> open_postgres_backend(const Url& url, const Cli
   if (!first) return first.status();
   (*first)->set_deadline(steady::now() + options.op_timeout);
   if (Status s = ensure_schema(**first, *dialect, config->schema, config->connect.redacted_url); !s) return s;
-  if (config->session) return make_session_backend(config->connect, options.op_timeout);
+  if (config->session) return make_session_backend(config->connect, std::move(*first), options.op_timeout);
 
   auto mailbox = std::make_shared<sql::Mailbox>();
   config->table.holder_info = sql::this_process();

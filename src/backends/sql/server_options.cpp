@@ -9,13 +9,11 @@ Status invalid_url(std::string_view backend, const Url& url, std::string why) {
 }
 
 Result<bool> read_server_option(std::string_view backend, const Url& url, const std::string& key,
-                                const std::string& value, int& pool, TableConfig& table) {
+                                const std::string& value, bool& session, int& pool, TableConfig& table) {
   if (key == "mode") {
-    if (value == "session")
-      return Status(errc::unsupported, std::string(backend) + " url " + url.redacted() +
-                                           ": mode=session (the database's own session locks) is not available "
-                                           "yet; use mode=table");
-    if (value != "table") return invalid_url(backend, url, "mode '" + value + "' must be table or session");
+    if (value != "table" && value != "session")
+      return invalid_url(backend, url, "mode '" + value + "' must be table or session");
+    session = value == "session";
   } else if (key == "pool") {
     auto n = parse_count(value, "pool", 1, 64);
     if (!n) return invalid_url(backend, url, n.status().message());
@@ -30,12 +28,13 @@ Result<bool> read_server_option(std::string_view backend, const Url& url, const 
   return true;
 }
 
-Status tables_missing(std::string_view backend, std::string_view redacted_url, const Dialect& dialect) {
+Status tables_missing(std::string_view backend, std::string_view redacted_url, const Dialect& dialect,
+                      std::string_view session_ddl) {
   return Status(errc::unavailable,
                 std::string(backend) + " backend: " + std::string(redacted_url) +
                     ": dlock's tables are missing and this user may not create them. Run as their owner:\n" +
-                    dialect.schema() +
-                    ";\nthen GRANT SELECT, INSERT, UPDATE, DELETE ON " + table_list() + " TO <this user>;");
+                    dialect.schema() + ";\n" + std::string(session_ddl) + ";\nthen GRANT SELECT, INSERT, UPDATE, DELETE ON " +
+                    table_list() + ", dlock_session_keys TO <this user>;");
 }
 
 std::string privileges_needed() {

@@ -18,20 +18,24 @@ namespace dlock::detail::sql {
 Status invalid_url(std::string_view backend, const Url& url, std::string why);
 
 // The options every SQL server backend has:
-//   mode=table        the lock table (the default); mode=session is refused
-//                     as unsupported for now
+//   mode=table        the lock table (the default; every primitive) or
+//                     mode=session (the database's own session locks,
+//                     Mutex only: session_locks.h)
 //   pool=4            connections per client, 1..64 (calls of different
 //                     threads run on different connections)
 //   waiter_ttl=2s     how long a dead waiter's queue entry holds back a
 //                     fair queue, 1s..1h
-// Reads `key` into `pool` or `table` if it is one of them (true), leaves
-// both alone if it is another option (false), or refuses a bad value.
+// Reads `key` into `session`, `pool` or `table` if it is one of them
+// (true), leaves them alone if it is another option (false), or refuses a
+// bad value.
 Result<bool> read_server_option(std::string_view backend, const Url& url, const std::string& key,
-                                const std::string& value, int& pool, TableConfig& table);
+                                const std::string& value, bool& session, int& pool, TableConfig& table);
 
 // unavailable: dlock's tables are missing, this user may not create them,
-// and here is the DDL (and the grants) to run.
-Status tables_missing(std::string_view backend, std::string_view redacted_url, const Dialect& dialect);
+// and here is the DDL (the recipe's tables and session mode's
+// dlock_session_keys, made by `session_ddl`) and the grants to run.
+Status tables_missing(std::string_view backend, std::string_view redacted_url, const Dialect& dialect,
+                      std::string_view session_ddl);
 
 // What a user denied access to dlock's tables needs, for error messages.
 std::string privileges_needed();

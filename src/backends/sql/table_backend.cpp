@@ -161,8 +161,10 @@ class TableBackend;
 // handed to it that it did not take.
 class TableWaiter final : public Waiter {
  public:
-  TableWaiter(TableBackend& backend, WakeTarget target, std::string_view mode, std::shared_ptr<Mailbox::Slot> slot)
-      : backend_(backend), target_(std::move(target)), mode_(mode), slot_(std::move(slot)) {}
+  TableWaiter(TableBackend& backend, WakeTarget target, std::string_view mode, std::shared_ptr<Mailbox::Slot> slot,
+              std::string address = {})
+      : backend_(backend), target_(std::move(target)), mode_(mode), slot_(std::move(slot)),
+        address_(std::move(address)) {}
   ~TableWaiter() override;
 
   Status wait_until(steady::time_point until) override {
@@ -174,12 +176,15 @@ class TableWaiter final : public Waiter {
 
   std::optional<Grant> take_grant() override;
   const WakeTarget& target() const noexcept { return target_; }
+  // The wake-up address its queue entry was written with (watchers).
+  const std::string& address() const noexcept { return address_; }
 
  private:
   TableBackend& backend_;
   WakeTarget target_;
   std::string_view mode_;
   std::shared_ptr<Mailbox::Slot> slot_;
+  std::string address_;
   bool woken_ = false;  // the last wait ended with a wake-up
   bool taken_ = false;  // take_grant() returned a hold handed to us
 };
@@ -252,8 +257,7 @@ class TableBackend final : public Backend,
     auto slot = mailbox_->find(target);
     const Decision d = decide(request, holders, queue);
     if (!d.grant) {
-      static const std::string no_address;  // no wake-ups: the waiter polls
-      const std::string& wake = wakeups_ ? wakeups_->address() : no_address;
+      const std::string wake = wakeups_ ? wakeups_->address() : std::string();  // none: the waiter polls
       std::vector<Call> busy;
       if (slot)
         busy.push_back({Stmt::enqueue, {request.name, place.kind, request.owner, place.mode,
@@ -265,7 +269,8 @@ class TableBackend final : public Backend,
       if (slot) slot->set_queued(true);
       Busy b;
       if (d.retry_in != milliseconds::max()) b.holder_expires = steady::now() + d.retry_in;
-      if (slot && !wakeups_) b.holder_expires = std::min(b.holder_expires, steady::now() + poll_pause(request, queue));
+      if (slot && (!wakeups_ || config_.poll_with_wakeups))
+        b.holder_expires = std::min(b.holder_expires, steady::now() + poll_pause(request, queue));
       return Attempt(b);
     }
 
@@ -678,10 +683,12 @@ class TableBackend final : public Backend,
     WakeTarget target{*id, std::string(kind), name};
     auto slot = mailbox_->enter(target);
     slot->set_queued(true);
-    auto waiter = std::make_unique<TableWaiter>(*this, std::move(target), "x", std::move(slot));
-    // The call views the waiter's own copy of its id: it lives on the heap.
+    auto waiter = std::make_unique<TableWaiter>(*this, std::move(target), "x", std::move(slot), wakeups_->address());
+    // The call views the waiter's own copies of its id and address: they
+    // live on the heap.
     writes.push_back({Stmt::enqueue, {name, kind, std::string_view(waiter->target().owner), "x",
-                                      ms(std::chrono::hours(1)), wakeups_->address(), std::int64_t{0}, "", ""}});
+                                      ms(std::chrono::hours(1)), std::string_view(waiter->address()), std::int64_t{0},
+                                      "", ""}});
     return waiter;
   }
 

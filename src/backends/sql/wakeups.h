@@ -80,8 +80,9 @@ class Mailbox {
 class Wakeups {
  public:
   virtual ~Wakeups() = default;
-  // This client's address, stored with its queue entries.
-  virtual const std::string& address() const = 0;
+  // This client's address, stored with its queue entries. It may change
+  // (MySQL's, when its connection is replaced), so it is read per entry.
+  virtual std::string address() const = 0;
   // Wakes `target` at `address` (from a queue entry). Best-effort, quick.
   virtual void wake(std::string_view address, const WakeTarget& target) = 0;
 };

@@ -28,7 +28,7 @@ class PipeWakeups final : public sql::Wakeups {
   PipeWakeups(const PipeWakeups&) = delete;
   PipeWakeups& operator=(const PipeWakeups&) = delete;
 
-  const std::string& address() const override { return address_; }
+  std::string address() const override { return address_; }
   void wake(std::string_view address, const sql::WakeTarget& target) override;
 
  private:
