@@ -7,8 +7,8 @@
 // case, shown by what the fencing-checking resource sees — next to the same
 // restart made after the lease (the operational rule), which is safe.
 //
-// The cases hold one CTest resource lock (they kill, pause and restart the
-// shared nodes, so they run one at a time); each puts every node back.
+// Each case runs alone (RUN_SERIAL: it kills, pauses and restarts the
+// shared nodes and bounds how long calls take); each puts every node back.
 #include "child_process.h"
 #include "fenced_resource.h"
 #include "servers.h"
