@@ -100,8 +100,8 @@ std::shared_ptr<Client> connect_quorum(std::vector<std::shared_ptr<Client>> node
 
 // A quorum over the stores at `urls`, each opened with op_timeout =
 // quorum.node_timeout (so no call to a node outlasts it). Connecting tries
-// a node that failed to open up to three times while fewer than a majority
-// are open, and fails with unavailable if a majority still is not; a node
+// the nodes that failed to open again while fewer than a majority are open,
+// until options.op_timeout, and then fails with unavailable; a node
 // not open then is opened again when it is next needed (at most once a
 // second). Errors as above, and as connect() for each URL.
 std::shared_ptr<Client> connect_quorum(const std::vector<std::string>& urls, QuorumOptions quorum = {},

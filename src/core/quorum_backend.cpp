@@ -192,14 +192,15 @@ class QuorumBackend final : public Backend, public LockDriver {
   // Opens every node at once; fails unless a majority opened within
   // `timeout`. A node's opening is bounded by its own op_timeout (for a
   // URL, node_timeout), which a loaded machine can overrun: the nodes that
-  // failed are tried again, up to open_attempts rounds, while fewer than a
-  // majority are open.
+  // failed are tried again, every open_pause, while fewer than a majority
+  // are open and `timeout` lasts.
   Status start(milliseconds timeout) {
-    constexpr int open_attempts = 3;
+    constexpr milliseconds open_pause{20};
     const auto deadline = steady::now() + timeout;
     std::vector<std::string> failures;
     std::size_t opened = 0;
-    for (int attempt = 0; attempt < open_attempts && opened < majority_ && steady::now() < deadline; ++attempt) {
+    for (bool first = true; opened < majority_ && steady::now() < deadline; first = false) {
+      if (!first) std::this_thread::sleep_for(open_pause);
       for (Node& node : nodes_) node.retry_now.store(true);
       auto answers = fan_out<Status>(
           all(), deadline, [](Node&, Backend&) { return Status(); }, [](Status s) { return s; });

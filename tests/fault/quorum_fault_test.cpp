@@ -188,7 +188,7 @@ TEST_F(QuorumFault, ThreeDownFailsWithinABoundWithNoFalseSuccessAndNothingLeftHe
 // fencing-checking resource sees it, and none is lost.
 TEST_F(QuorumFault, ContendedProcessesStayExclusiveWhileTwoNodesFail) {
   constexpr int processes = 4, sections = 40;
-  const std::string url = server_url("redlock-fault") + "?prefix=" + prefix_ + "&node_timeout=50ms";
+  const std::string& url = url_;
   const std::string resource_path = dir_.path() + "/resource";
   FencedResource resource(resource_path, true);
   std::vector<std::unique_ptr<ChildProcess>> workers;
