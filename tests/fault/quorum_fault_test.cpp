@@ -18,7 +18,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <cstdio>
 #include <fstream>
 #include <thread>
 
@@ -32,15 +31,6 @@ using steady = std::chrono::steady_clock;
 // cost about this much.
 constexpr auto node_timeout = 150ms;
 
-std::string shell(const std::string& command) {
-  std::string out;
-  if (FILE* p = ::popen(command.c_str(), "r")) {
-    char buf[4096];
-    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    ::pclose(p);
-  }
-  return out;
-}
 
 std::string node_dir(int node) {
   return std::string(std::getenv("DLOCK_TEST_SERVERS")) + "/redlock-fault/node" + std::to_string(node);
@@ -59,7 +49,7 @@ std::string node_port(int node) {
 }
 
 std::string cli(int node, const std::string& args) {
-  return shell("timeout 5 redis-cli -h 127.0.0.1 -p " + node_port(node) + " " + args + " 2>/dev/null");
+  return shell_output("timeout 5 redis-cli -h 127.0.0.1 -p " + node_port(node) + " " + args + " 2>/dev/null");
 }
 
 // Keys of `prefix` on `node` that say a lock is held (a hash with an owner).
@@ -97,8 +87,30 @@ class QuorumFault : public ::testing::Test {
   void stop_node(int node) { ASSERT_EQ(::kill(node_pid(node), SIGSTOP), 0); }
   // A fresh redis-server (no data) on the node's port.
   void restart(int node) {
-    const std::string out = shell(std::string(DLOCK_REDIS_SCRIPT) + " restart " + node_dir(node) + " 2>&1");
+    const std::string out = shell_output(std::string(DLOCK_REDIS_SCRIPT) + " restart " + node_dir(node) + " 2>&1");
     ASSERT_NE(out.find("restarted"), std::string::npos) << out;
+  }
+
+  // A takes `a` (nodes 4 and 5 down meanwhile, so only nodes 1-3 hold it)
+  // and enters the resource as holder 1; then 4 and 5 come back empty and
+  // node 3 is killed.
+  void hold_on_first_three_then_kill_node3(Mutex& a, FencedResource& resource) {
+    kill_node(4);
+    kill_node(5);
+    ASSERT_TRUE(a.try_lock());
+    ASSERT_TRUE(resource.enter(a.token(), 1));
+    restart(4);
+    restart(5);
+    kill_node(3);
+  }
+  // B takes `b` within `wait` and makes one fenced write as holder 2.
+  static void second_holder_writes(Mutex& b, FencedResource& resource, std::chrono::milliseconds wait) {
+    std::thread([&] {
+      ASSERT_TRUE(b.try_lock_for(scaled(wait))) << "the second holder was not let in";
+      EXPECT_TRUE(resource.enter(b.token(), 2));
+      resource.leave(2);
+      b.unlock();
+    }).join();
   }
 
   TempDir dir_;
@@ -217,22 +229,11 @@ TEST_F(QuorumFault, NodeRestartedEmptyInsideTheLeaseLetsASecondHolderIn) {
   FencedResource resource(dir_.path() + "/resource", true);
   auto a_client = dlock::connect(url_);
   auto b_client = dlock::connect(url_);
-  kill_node(4);
-  kill_node(5);
   auto a = a_client->mutex("restart", {.lease = 9s});
-  ASSERT_TRUE(a.try_lock());
-  ASSERT_TRUE(resource.enter(a.token(), 1));
-  restart(4);
-  restart(5);
-  kill_node(3);
-  restart(3);  // inside A's lease, without its data
   auto b = b_client->mutex("restart", {.lease = 9s});
-  std::thread([&] {
-    ASSERT_TRUE(b.try_lock_for(scaled(2s))) << "the second holder was not let in";
-    EXPECT_TRUE(resource.enter(b.token(), 2));
-    resource.leave(2);
-    b.unlock();
-  }).join();
+  hold_on_first_three_then_kill_node3(a, resource);
+  restart(3);  // inside A's lease, without its data
+  second_holder_writes(b, resource, 2s);
   EXPECT_FALSE(a.lost()) << "A was told before its next renewal";
   resource.leave(1);
   EXPECT_FALSE(resource.write(a.token(), 1)) << "A's stale write was accepted";
@@ -250,24 +251,13 @@ TEST_F(QuorumFault, NodeRestartedAfterTheLeaseKeepsOneHolder) {
   FencedResource resource(dir_.path() + "/resource", true);
   auto a_client = dlock::connect(url_);
   auto b_client = dlock::connect(url_);
-  kill_node(4);
-  kill_node(5);
   auto a = a_client->mutex("restart-late", {.lease = 1500ms});
-  ASSERT_TRUE(a.try_lock());
-  ASSERT_TRUE(resource.enter(a.token(), 1));
-  restart(4);
-  restart(5);
-  kill_node(3);
+  auto b = b_client->mutex("restart-late", {.lease = 1500ms});
+  hold_on_first_three_then_kill_node3(a, resource);
   ASSERT_TRUE(eventually([&] { return a.lost(); }, 1500ms + 1s)) << "A kept a lock two nodes hold";
   resource.leave(1);
   restart(3);
-  auto b = b_client->mutex("restart-late", {.lease = 1500ms});
-  std::thread([&] {
-    ASSERT_TRUE(b.try_lock_for(scaled(3s)));
-    EXPECT_TRUE(resource.enter(b.token(), 2));
-    resource.leave(2);
-    b.unlock();
-  }).join();
+  second_holder_writes(b, resource, 3s);
   EXPECT_EQ(resource.counts().overlaps, 0u);
   a.unlock();
 }

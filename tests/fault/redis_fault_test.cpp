@@ -34,15 +34,7 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-std::string shell(const std::string& command) {
-  std::string out;
-  if (FILE* p = ::popen(command.c_str(), "r")) {
-    char buf[4096];
-    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    ::pclose(p);
-  }
-  return out;
-}
+std::string shell(const std::string& command) { return shell_output(command); }
 
 // A free TCP port on 127.0.0.1 (the kernel's pick; a race with another
 // process is handled by retrying the start).

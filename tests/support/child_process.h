@@ -53,6 +53,9 @@ bool eventually(F done, std::chrono::milliseconds limit) {
 // Threads of this process (entries of /proc/self/task).
 int thread_count();
 
+// What `command` (run by /bin/sh) writes to stdout; empty if it could not run.
+std::string shell_output(const std::string& command);
+
 // A fresh directory under $TMPDIR, removed with its contents on destruction.
 class TempDir {
  public:
