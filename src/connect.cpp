@@ -7,25 +7,29 @@
 
 namespace dlock {
 
+namespace detail {
+
+Result<std::unique_ptr<Backend>> open_backend(const Url& url, const ClientOptions& options) {
+  for (const auto& entry : registered_backends())
+    if (entry.scheme == url.scheme) return entry.open(url, options);
+  std::string known;
+  for (const auto& entry : registered_backends()) known += (known.empty() ? "" : ", ") + std::string(entry.scheme);
+  return Status(errc::invalid_argument, "url: unknown scheme '" + url.scheme + "' (this build has: " + known + ")");
+}
+
+}  // namespace detail
+
 Result<std::shared_ptr<Client>> connect_checked(std::string_view url_text, ClientOptions options) {
   if (Status s = detail::validate(options); !s) return s;
   auto url = detail::parse_url(url_text);
   if (!url) return url.status();
-  for (const auto& entry : detail::registered_backends()) {
-    if (entry.scheme != url->scheme) continue;
-    auto backend = entry.open(*url, options);
-    if (!backend) return backend.status();
-    auto id = detail::random_client_id();
-    if (!id) return id.status();
-    auto state = std::make_shared<detail::ClientState>(std::move(*backend), std::move(*id), url->redacted(),
-                                                       url->scheme, options);
-    return detail::make_client(std::move(state));
-  }
-  std::string known;
-  for (const auto& entry : detail::registered_backends())
-    known += (known.empty() ? "" : ", ") + std::string(entry.scheme);
-  return Status(errc::invalid_argument,
-                "url: unknown scheme '" + url->scheme + "' (this build has: " + known + ")");
+  auto backend = detail::open_backend(*url, options);
+  if (!backend) return backend.status();
+  auto id = detail::random_client_id();
+  if (!id) return id.status();
+  auto state = std::make_shared<detail::ClientState>(std::move(*backend), std::move(*id), url->redacted(),
+                                                     url->scheme, options);
+  return detail::make_client(std::move(state));
 }
 
 std::shared_ptr<Client> connect(std::string_view url, ClientOptions options) {

@@ -14,6 +14,7 @@
 //                          through failovers (a failover can still lose a lock:
 //                          replication is asynchronous; see docs/backends.md)
 //   zk://h1:p,h2:p/root    ZooKeeper, Apache Curator's lock layout (interoperable)
+//   redlock://h1:p,...,h5:p  a majority of N independent Redis servers (dlock/quorum.h)
 //
 // Thread-safety: a Client may be used from any number of threads.
 #pragma once
@@ -44,6 +45,7 @@ class Client;
 namespace detail {
 class ClientState;
 std::shared_ptr<Client> make_client(std::shared_ptr<ClientState> state);
+std::shared_ptr<ClientState> state_of(const Client& client);
 }  // namespace detail
 
 // One held lock as the store reports it (dlock status).
@@ -174,6 +176,7 @@ class Client {
 
  private:
   friend std::shared_ptr<Client> detail::make_client(std::shared_ptr<detail::ClientState>);
+  friend std::shared_ptr<detail::ClientState> detail::state_of(const Client&);
   explicit Client(std::shared_ptr<detail::ClientState> state);
   std::shared_ptr<detail::ClientState> state_;
 };

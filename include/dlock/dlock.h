@@ -1,4 +1,4 @@
-// dlock/dlock.h — everything a user needs: connect(), Client, Mutex, SharedMutex, Election, options, errors.
+// dlock/dlock.h — everything a user needs: connect(), connect_quorum(), Client, Mutex, SharedMutex, Election, options, errors.
 #pragma once
 
 #include <dlock/barrier.h>
@@ -12,5 +12,6 @@
 #include <dlock/mutex.h>
 #include <dlock/semaphore.h>
 #include <dlock/options.h>
+#include <dlock/quorum.h>
 #include <dlock/shared_mutex.h>
 #include <dlock/status.h>

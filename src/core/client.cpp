@@ -36,6 +36,7 @@ void check_name(detail::ClientState& state, const std::string& name) {
 void check(detail::ClientState& state, const std::string& name, const MutexOptions& options) {
   check_name(state, name);
   detail::validate(options).throw_if_error();
+  state.backend().validate(options).throw_if_error();
   if (options.fair && !state.backend().supports_fair())
     throw Error(errc::unsupported, "MutexOptions::fair: the " + state.scheme() + " backend keeps no queue of waiters");
 }
@@ -124,6 +125,7 @@ namespace detail {
 std::shared_ptr<Client> make_client(std::shared_ptr<ClientState> state) {
   return std::shared_ptr<Client>(new Client(std::move(state)));
 }
+std::shared_ptr<ClientState> state_of(const Client& client) { return client.state_; }
 }  // namespace detail
 
 }  // namespace dlock

@@ -216,6 +216,12 @@ class Backend {
   // Backend-specific name rules (length after encoding, characters); core
   // has already checked emptiness, the generic length limit and UTF-8.
   virtual Status validate_name(std::string_view name) const = 0;
+  // Backend-specific option rules (a quorum's lease must outlast its
+  // per-node timeout); core has already run validate(MutexOptions).
+  virtual Status validate(const MutexOptions& options) const {
+    (void)options;
+    return {};
+  }
   // Whether this backend keeps a FIFO queue of waiters (MutexOptions::fair).
   virtual bool supports_fair() const { return false; }
   // Whether its LockDriver takes LockKind::write and LockKind::read (SharedMutex).

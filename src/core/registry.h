@@ -21,4 +21,8 @@ struct BackendEntry {
 // Generated from the enabled DLOCK_WITH_<BACKEND> options (src/backends.cpp.in).
 std::span<const BackendEntry> registered_backends();
 
+// Opens the backend `url` names (src/connect.cpp); invalid_argument for a
+// scheme this build does not have.
+Result<std::unique_ptr<Backend>> open_backend(const Url& url, const ClientOptions& options);
+
 }  // namespace dlock::detail

@@ -105,6 +105,13 @@ inline std::vector<BackendUnderTest> backends_under_test() {
     return server_url("redis_sentinel") + "?prefix=" + unique_prefix(dir);
   };
 #endif
+#ifdef DLOCK_WITH_REDIS
+  // A quorum of five redis-servers: Mutex and MultiLock only; waiters poll
+  // (no notification across nodes), so no wake-one or bounded-wait claim.
+  all.push_back({"redlock",
+                 [](const std::string& dir) { return server_url("redlock") + "?prefix=" + unique_prefix(dir); },
+                 false, false, false});
+#endif
 #ifdef DLOCK_WITH_ZOOKEEPER
   // A short session timeout, so that a dead or stopped holder's lock is
   // free within the suite's lease-based bounds.

@@ -50,7 +50,8 @@ bool eventually(F done, std::chrono::milliseconds limit) {
   return true;
 }
 
-// What `command` (run by /bin/sh) writes to its stdout.
+// What `command` (run by /bin/sh) writes to its stdout; empty if it could
+// not run.
 std::string shell_output(const std::string& command);
 
 // Threads of this process (entries of /proc/self/task).
