@@ -1,6 +1,8 @@
 // dlock's etcd:// mutex and `etcdctl lock` (etcd's own concurrency.Mutex) on the same
 // name: they exclude each other in both orders, and a mixed queue is served in create
-// revision order, with fencing tokens (create revisions) growing along it.
+// revision order, with fencing tokens (create revisions) growing along it. dlock's
+// Election and `etcdctl elect` (concurrency.Election): one election, each side seeing
+// the other's leader by its id.
 //
 // etcdctl runs as child processes: `etcdctl lock NAME` prints its key once it holds the
 // lock and holds it until SIGTERM; `etcdctl lock NAME sh -c ...` runs the command while
@@ -146,6 +148,40 @@ TEST(EtcdInterop, MixedQueueIsServedInRevisionOrder) {
   const auto last_token = got.get();
   EXPECT_GT(last_token, etcdctl_rev) << "tokens must grow along the queue";
   EXPECT_TRUE(eventually([&] { return contenders(lock) == 0; }, 5s)) << "keys left behind:\n" << keys(lock);
+}
+
+// etcdctl leads with the proposal "from-etcdctl": dlock sees it as the leader and can't
+// lead; when etcdctl goes, dlock leads, and `etcdctl elect -l` sees dlock's id.
+TEST(EtcdInterop, ElectionIsSharedWithEtcdctlElect) {
+  TempDir dir;
+  SharedLock lock(dir);
+  ChildProcess etcdctl_leader(etcdctl({"elect", lock.etcdctl_name, "from-etcdctl"}));
+  auto line = etcdctl_leader.read_line(scaled(10s));  // its key, then its proposal
+  ASSERT_TRUE(line && line->starts_with(lock.etcdctl_name + "/")) << line.value_or("<nothing>");
+
+  auto client = connect(lock.dlock_url);
+  auto election = client->election(lock.name);
+  EXPECT_EQ(election.leader(), std::optional<std::string>("from-etcdctl"));
+  EXPECT_FALSE(election.campaign_for(500ms, "from-dlock")) << "two leaders";
+
+  auto observer_client = connect(lock.dlock_url);
+  auto observer = observer_client->election(lock.name);
+  etcdctl_leader.signal(SIGTERM);  // it resigns (its lease is revoked)
+  ASSERT_TRUE(etcdctl_leader.wait(scaled(5s)));
+  ASSERT_TRUE(election.campaign_for(scaled(5s), "from-dlock"));
+  EXPECT_EQ(observer.wait_leader_change_for(std::optional<std::string>("from-etcdctl"), scaled(5s)),
+            std::optional<std::string>("from-dlock"));
+
+  ChildProcess listener(etcdctl({"elect", "-l", lock.etcdctl_name}));
+  bool seen = false;
+  while (auto out = listener.read_line(scaled(5s))) {
+    if (*out == "from-dlock") {
+      seen = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(seen) << "etcdctl elect -l did not see dlock's leader";
+  election.resign();
 }
 
 }  // namespace

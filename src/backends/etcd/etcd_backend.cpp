@@ -110,6 +110,29 @@ Result<bool> delete_if_created_at(Session& session, const std::string& key, std:
   return r->succeeded();
 }
 
+// Notified by one watch (Session::watch), which it cancels when it goes.
+class WatchWaiter final : public Waiter {
+ public:
+  WatchWaiter(Session& session, std::int64_t id, std::shared_ptr<Signal> signal)
+      : session_(session), id_(id), signal_(std::move(signal)) {}
+  ~WatchWaiter() override { session_.unwatch(id_); }
+  WatchWaiter(const WatchWaiter&) = delete;
+  WatchWaiter& operator=(const WatchWaiter&) = delete;
+  Status wait_until(steady::time_point until) override {
+    signal_->wait_until(until);
+    return {};
+  }
+  bool on_notify(std::function<void()> notify) override {
+    signal_->call_back(std::move(notify));
+    return true;
+  }
+
+ private:
+  Session& session_;
+  std::int64_t id_;
+  std::shared_ptr<Signal> signal_;
+};
+
 struct KeyGrant final : GrantState {
   std::string key;
   std::int64_t lease = 0;  // the lease the key is on
@@ -142,6 +165,7 @@ class EtcdBackend final : public Backend, public LockDriver {
   }
 
   bool supports_fair() const override { return true; }  // the queue is always in create-revision order
+  bool supports_election() const override { return true; }
   LockDriver& locks() override { return *this; }
   bool waits_in_queue() const override { return true; }
 
@@ -151,8 +175,8 @@ class EtcdBackend final : public Backend, public LockDriver {
   }
 
   Result<Attempt> try_acquire(const LockRequest& request) override {
-    if (request.kind != LockKind::mutex)
-      return Status(errc::unsupported, "etcd: only Mutex (and MultiLock) are implemented on etcd:// yet");
+    if (request.kind != LockKind::mutex && request.kind != LockKind::latch)
+      return Status(errc::unsupported, "etcd: only Mutex, MultiLock and Election are implemented on etcd:// yet");
     const auto sent = steady::now();
     const auto deadline = sent + session_.config().op_timeout;
     const std::string step = "acquiring '" + request.name + "'";
@@ -311,6 +335,32 @@ class EtcdBackend final : public Backend, public LockDriver {
     return gone ? Status() : gone.status();
   }
 
+  // The leader: the first key by creation, and its value (the leader's
+  // id). Observers watch that key (deleted, or its value proclaimed anew:
+  // no key created later can come before it), or with no leader the whole
+  // prefix.
+  Result<Holder> holder(std::string_view name, LockKind kind, bool watch) override {
+    if (kind != LockKind::latch) return Status(errc::unsupported, "etcd: holder() is for elections");
+    const std::string step = "reading the leader of '" + std::string(name) + "'";
+    const std::string prefix = lock_prefix(session_.config(), name);
+    auto first = session_.range(first_created(prefix), steady::now() + session_.config().op_timeout, step);
+    if (!first) return first.status();
+    Holder out;
+    std::string key = prefix, end = range_end(prefix);
+    if (first->kvs_size() > 0) {
+      out.data = first->kvs(0).value();
+      key = first->kvs(0).key();
+      end.clear();
+    }
+    if (watch) {
+      auto signal = std::make_shared<Signal>();
+      auto id = session_.watch(key, end, first->header().revision() + 1, false, signal);
+      if (!id) return id.status();
+      out.change = std::make_unique<WatchWaiter>(session_, *id, std::move(signal));
+    }
+    return out;
+  }
+
   // Every contender key under the prefix; per lock the first by creation
   // holds it, with its lease's time to live.
   Result<std::vector<LockInfo>> list(std::string_view prefix) override {
@@ -326,14 +376,16 @@ class EtcdBackend final : public Backend, public LockDriver {
     struct Held {
       std::int64_t revision = 0;
       std::int64_t lease = 0;
+      std::string value;  // an election's leader id; empty for a mutex
     };
     std::map<std::string, Held> holders;
     for (const auto& kv : all->kvs()) {
       const auto slash = kv.key().rfind('/');
       if (slash == std::string::npos || slash < root.size()) continue;
       const std::string name = kv.key().substr(root.size(), slash - root.size());
-      auto [it, added] = holders.try_emplace(name, Held{kv.create_revision(), kv.lease()});
-      if (!added && kv.create_revision() < it->second.revision) it->second = Held{kv.create_revision(), kv.lease()};
+      auto [it, added] = holders.try_emplace(name, Held{kv.create_revision(), kv.lease(), kv.value()});
+      if (!added && kv.create_revision() < it->second.revision)
+        it->second = Held{kv.create_revision(), kv.lease(), kv.value()};
     }
     std::map<std::int64_t, std::optional<milliseconds>> ttl;
     for (const auto& [name, h] : holders) ttl.try_emplace(h.lease);
@@ -344,8 +396,10 @@ class EtcdBackend final : public Backend, public LockDriver {
       if (live->ttl() > 0) left = std::chrono::seconds(live->ttl());
     }
     std::vector<LockInfo> out;
+    // A mutex's keys are empty; an election's hold the candidates' ids.
     for (const auto& [name, h] : holders)
-      out.push_back(LockInfo{name, "lease " + hex(h.lease), static_cast<std::uint64_t>(h.revision), ttl[h.lease], "mutex"});
+      out.push_back(LockInfo{name, (h.value.empty() ? "" : "'" + h.value + "', ") + "lease " + hex(h.lease),
+                             static_cast<std::uint64_t>(h.revision), ttl[h.lease], h.value.empty() ? "mutex" : "leader"});
     return out;
   }
 
@@ -412,7 +466,7 @@ class EtcdBackend final : public Backend, public LockDriver {
     if (before.kvs_size() == 0) return grant(request, &c, c.key, c.revision, lease, sent, deadline, step);
     c.deleted = std::make_shared<Signal>();
     c.deleted->call_back([s = c.signal] { s->notify(); });
-    auto id = session_.watch_deletion(before.kvs(0).key(), r->header().revision() + 1, c.deleted);
+    auto id = session_.watch(before.kvs(0).key(), "", r->header().revision() + 1, true, c.deleted);
     if (!id) return id.status();
     c.watch_id = *id;
     return Attempt(Busy{});

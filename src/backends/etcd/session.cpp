@@ -370,8 +370,8 @@ void Session::keep_alive() {
   }
 }
 
-Result<std::int64_t> Session::watch_deletion(const std::string& key, std::int64_t from_revision,
-                                             std::shared_ptr<Signal> signal) {
+Result<std::int64_t> Session::watch(const std::string& key, const std::string& range_end,
+                                    std::int64_t from_revision, bool deletions_only, std::shared_ptr<Signal> signal) {
   std::lock_guard lk(watch_mu_);
   if (!watch_stream_) {
     // Readers of streams that ended are joined when the session goes.
@@ -384,8 +384,9 @@ Result<std::int64_t> Session::watch_deletion(const std::string& key, std::int64_
   pb::WatchRequest request;
   auto* create = request.mutable_create_request();
   create->set_key(key);
+  create->set_range_end(range_end);
   create->set_start_revision(from_revision);
-  create->add_filters(pb::WatchCreateRequest::NOPUT);
+  if (deletions_only) create->add_filters(pb::WatchCreateRequest::NOPUT);
   create->set_watch_id(id);
   watchers_[id] = std::move(signal);
   if (!watch_stream_->Write(request)) {
@@ -413,9 +414,9 @@ void Session::read_watches(std::shared_ptr<grpc::ClientContext> context,
       std::lock_guard lk(watch_mu_);
       auto it = watchers_.find(response.watch_id());
       if (it == watchers_.end()) continue;
-      const bool deleted = std::any_of(response.events().begin(), response.events().end(),
-                                       [](const mvccpb::Event& e) { return e.type() == mvccpb::Event::DELETE; });
-      if (!deleted && !response.canceled() && response.compact_revision() == 0) continue;
+      // Events only come as asked (NOPUT filters puts out); the rest is the
+      // watch's creation or progress.
+      if (response.events_size() == 0 && !response.canceled() && response.compact_revision() == 0) continue;
       fire = std::move(it->second);
       watchers_.erase(it);
       if (!response.canceled() && stream == watch_stream_) {

@@ -88,11 +88,13 @@ class Session {
   Result<pb::LeaseTimeToLiveResponse> time_to_live(std::int64_t lease_id, steady::time_point deadline,
                                                    std::string_view step);
 
-  // Notifies `signal` once `key` is deleted at a revision >= from_revision
-  // (or when the watch is cancelled, compacted or its stream breaks: a
-  // waiter then looks again). The id is for unwatch().
-  Result<std::int64_t> watch_deletion(const std::string& key, std::int64_t from_revision,
-                                      std::shared_ptr<Signal> signal);
+  // Notifies `signal` once a key in [key, range_end) (range_end empty: `key`
+  // alone) is deleted — or, unless deletions_only, also put — at a revision
+  // >= from_revision; also when the watch is cancelled, compacted or its
+  // stream breaks: a waiter then looks again. Once: the watch ends with its
+  // first notification. The id is for unwatch().
+  Result<std::int64_t> watch(const std::string& key, const std::string& range_end, std::int64_t from_revision,
+                             bool deletions_only, std::shared_ptr<Signal> signal);
   void unwatch(std::int64_t watch_id);
 
   // Signals notified whenever the lease is lost (waiters look again).
