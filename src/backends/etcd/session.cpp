@@ -19,9 +19,10 @@ constexpr milliseconds all_members_down_pause{50};
 grpc::ChannelArguments channel_arguments(const Config& config) {
   grpc::ChannelArguments args;
   // A member that comes back is found within about a second, not gRPC's
-  // default of up to two minutes.
+  // default of up to two minutes. (Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS:
+  // it is also how long one connection attempt may take, and a loaded
+  // machine needs more than a few hundred milliseconds for a handshake.)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // A member that stops answering (stopped, cut off) is dropped after a
   // ping goes unanswered; etcd accepts pings every 5 s or more.
