@@ -4,7 +4,7 @@
 #   lib/<arch>/libdlock.so.X.Y.Z         the shared library (SONAME libdlock.so.X.Y; public API exported only)
 #   lib/<arch>/libdlock.a                every static library of the build merged into one archive
 #   lib/<arch>/cmake/dlock/              dlockConfig.cmake + version file: find_package(dlock 0.2 CONFIG
-#                                        [COMPONENTS file sqlite postgres mysql redis zookeeper]) -> dlock::dlock
+#                                        [COMPONENTS file sqlite postgres mysql redis zookeeper etcd]) -> dlock::dlock
 #                                        (shared) and dlock::dlock_static
 #   lib/<arch>/pkgconfig/dlock.pc        pkg-config --cflags --libs [--static] dlock
 #   bin/dlock                            the command-line tool (dlock --help)
@@ -58,6 +58,10 @@ endif()
 if(DLOCK_WITH_ZOOKEEPER)
   list(APPEND DLOCK_BACKENDS zookeeper)
   string(APPEND DLOCK_PC_LIBS_PRIVATE " -lzookeeper_mt")
+endif()
+if(DLOCK_WITH_ETCD)
+  list(APPEND DLOCK_BACKENDS etcd)
+  string(APPEND DLOCK_PC_REQUIRES_PRIVATE " grpc++ protobuf")
 endif()
 string(STRIP "${DLOCK_PC_REQUIRES_PRIVATE}" DLOCK_PC_REQUIRES_PRIVATE)
 

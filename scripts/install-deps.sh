@@ -17,6 +17,11 @@
 # libpq-dev, postgresql: the postgres:// backend and the throw-away server its tests start.
 # libmariadb-dev (MariaDB Connector/C) and mariadb-server: the mysql:// backend and
 # the server its tests start (scripts/mariadb-server.sh).
+# etcd-server, etcd-client, libgrpc++-dev, libprotobuf-dev, protobuf-compiler(-grpc): the
+# etcd:// backend (gRPC stubs generated at build time from etcd's .proto files, which
+# scripts/etcd-protos.sh unpacks into a cache without installing the Go toolchain), the
+# servers its tests start (scripts/etcd-server.sh, with curl for the readiness check),
+# etcdctl for the interop tests, and python3-etcd3 for bench/etcd.sh's tooz peer.
 set -euo pipefail
 
 packages=(
@@ -34,6 +39,8 @@ packages=(
   clang libclang-rt-14-dev
   libasio-dev
   libmariadb-dev mariadb-server
+  etcd-server etcd-client curl
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-etcd3
 )
 
 missing=()
@@ -45,6 +52,7 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#packages[@]} packages present"
+  "$(dirname "$0")/etcd-protos.sh"
   exit 0
 fi
 
@@ -53,4 +61,5 @@ if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
 echo "install-deps: installing ${missing[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+"$(dirname "$0")/etcd-protos.sh"
 echo "install-deps: done"

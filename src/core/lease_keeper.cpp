@@ -128,6 +128,11 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
           // it was answered: otherwise every batch's round trip pushes its
           // group later, and two groups half a period apart never merge.
           h.next_renewal = std::max(now + h.renew_every, after);
+          // A store may extend it for less than the lease (etcd: no further
+          // than its session lease's deadline): renew again with a third of
+          // that left at the latest, as for a short first grant.
+          if (h.grant.valid_until != steady::time_point::max())
+            h.next_renewal = std::max(std::min(h.next_renewal, now + (h.grant.valid_until - now) * 2 / 3), after);
         } else if (s.code() == errc::lock_lost || s.code() == errc::not_owner) {
           to_lose.emplace_back(&h, "the store refused its renewal (" + s.message() + ")");
         } else if (after >= h.lease_end()) {

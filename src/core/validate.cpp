@@ -79,4 +79,14 @@ std::chrono::milliseconds renew_interval(const MutexOptions& o) {
   return o.renew_interval > std::chrono::milliseconds::zero() ? o.renew_interval : o.lease / 3;
 }
 
+std::vector<std::string_view> path_segments(std::string_view path) {
+  std::vector<std::string_view> out;
+  for (std::size_t at = 0;;) {
+    auto slash = path.find('/', at);
+    out.push_back(path.substr(at, slash == std::string_view::npos ? std::string_view::npos : slash - at));
+    if (slash == std::string_view::npos) return out;
+    at = slash + 1;
+  }
+}
+
 }  // namespace dlock::detail

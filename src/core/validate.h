@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string_view>
+#include <vector>
 
 namespace dlock::detail {
 
@@ -20,6 +21,10 @@ inline constexpr std::chrono::milliseconds max_lease = std::chrono::hours(24);
 Status validate_name(std::string_view name);
 Status validate(const MutexOptions& options);
 Status validate(const ClientOptions& options);
+
+// The '/'-separated segments of `path` (no leading '/'), empty ones kept so
+// that a backend's check refuses them (ZooKeeper paths, etcd key prefixes).
+std::vector<std::string_view> path_segments(std::string_view path);
 
 // renew_interval with 0 resolved to lease / 3.
 std::chrono::milliseconds renew_interval(const MutexOptions& options);

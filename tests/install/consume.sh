@@ -22,7 +22,7 @@ case $mode in
     # The package declares what it needs at run time: the store client libraries.
     depends=$(dpkg-deb -f "$deb" Depends)
     echo "Depends: $depends"
-    for lib in libhiredis libzookeeper-mt libsqlite3 libpq5 libmariadb3; do
+    for lib in libhiredis libzookeeper-mt libsqlite3 libpq5 libmariadb3 libgrpc++; do
       [[ $depends == *"$lib"* ]] || fail "the package does not depend on $lib"
     done
     contents=$(dpkg-deb -c "$deb")
@@ -57,7 +57,7 @@ soname=$(objdump -p "$libdir"/libdlock.so.*.*.* | awk '/SONAME/ { print $2 }')
 
 # 1. CMake find_package, shared and static.
 cmake -S "$src/tests/install/consumer" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
-      -DDLOCK_EXAMPLE="$example" -DDLOCK_COMPONENTS="file;redis;zookeeper;sqlite;postgres;mysql" >/dev/null
+      -DDLOCK_EXAMPLE="$example" -DDLOCK_COMPONENTS="file;redis;zookeeper;sqlite;postgres;mysql;etcd" >/dev/null
 cmake --build "$work/cmake" -j 2 >/dev/null
 expect_runs "$work/cmake/basic_shared"
 expect_runs "$work/cmake/basic_static"
@@ -67,10 +67,10 @@ needed_static=$(readelf -d "$work/cmake/basic_static") needed_shared=$(readelf -
 
 # A backend the build lacks is refused by name.
 if out=$(cmake -S "$src/tests/install/consumer" -B "$work/cmake-missing" -DCMAKE_PREFIX_PATH="$prefix" \
-         -DDLOCK_EXAMPLE="$example" -DDLOCK_COMPONENTS="etcd" 2>&1); then
-  fail "find_package(dlock COMPONENTS etcd) succeeded"
+         -DDLOCK_EXAMPLE="$example" -DDLOCK_COMPONENTS="consul" 2>&1); then
+  fail "find_package(dlock COMPONENTS consul) succeeded"
 fi
-[[ $out == *"without the 'etcd' backend"* ]] || fail "a missing component's message does not name it: $out"
+[[ $out == *"without the 'consul' backend"* ]] || fail "a missing component's message does not name it: $out"
 
 # 2. pkg-config (a package unpacked elsewhere than its prefix: --define-prefix).
 export PKG_CONFIG_PATH=$libdir/pkgconfig
@@ -78,7 +78,7 @@ pkg-config --exists dlock || fail "pkg-config does not find dlock.pc"
 [[ $(pkg-config --modversion dlock) == 0.2.* ]] || fail "dlock.pc has version $(pkg-config --modversion dlock)"
 static_libs=$(pkg-config --define-prefix --static --libs dlock)
 [[ $static_libs == *-lhiredis* && $static_libs == *-lzookeeper_mt* && $static_libs == *-lpq* &&
-   $static_libs == *-lmariadb* ]] ||
+   $static_libs == *-lmariadb* && $static_libs == *-lgrpc++* ]] ||
   fail "pkg-config --static --libs dlock does not name the store clients: $static_libs"
 # shellcheck disable=SC2046
 g++ -o "$work/basic_pc" "$example" $(pkg-config --define-prefix --cflags --libs dlock)

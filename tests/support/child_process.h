@@ -54,7 +54,10 @@ bool eventually(F done, std::chrono::milliseconds limit) {
 // not run.
 std::string shell_output(const std::string& command);
 
-// Threads of this process (entries of /proc/self/task).
+// Threads of this process (entries of /proc/self/task), less gRPC's global
+// timer threads: that pool is the process's (every gRPC channel shares it,
+// an etcd:// client's included), grows under load and is stopped by gRPC
+// only when the process's last channel goes.
 int thread_count();
 
 // A fresh directory under $TMPDIR, removed with its contents on destruction.

@@ -1,6 +1,7 @@
 #include "backends/zookeeper/config.h"
 
 #include "core/duration.h"
+#include "core/validate.h"
 
 namespace dlock::detail::zookeeper {
 namespace {
@@ -23,16 +24,6 @@ char32_t next_code_point(std::string_view s, std::size_t& i) {
 }
 
 }  // namespace
-
-std::vector<std::string_view> segments(std::string_view path) {
-  std::vector<std::string_view> out;
-  for (std::size_t at = 0;;) {
-    auto slash = path.find('/', at);
-    out.push_back(path.substr(at, slash == std::string_view::npos ? std::string_view::npos : slash - at));
-    if (slash == std::string_view::npos) return out;
-    at = slash + 1;
-  }
-}
 
 Status check_segment(std::string_view segment, std::string_view what) {
   const std::string quoted = "'" + std::string(segment) + "'";
@@ -76,7 +67,7 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
     } else {
       if (url.path.back() == '/') return invalid(c, "the root path '" + url.path + "' must not end in '/'");
       std::string_view rest = std::string_view(url.path).substr(1);
-      for (auto segment : segments(rest))
+      for (auto segment : path_segments(rest))
         if (Status s = check_segment(segment, "the root path '" + url.path + "'"); !s) return invalid(c, s.message());
       if (rest == "zookeeper" || rest.starts_with("zookeeper/"))
         return invalid(c, "the root path must not be under /zookeeper (ZooKeeper's own nodes)");

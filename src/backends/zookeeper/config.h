@@ -57,10 +57,6 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options);
 // The znode of a lock: root + "/" + name.
 std::string lock_path(const Config& config, std::string_view name);
 
-// The '/'-separated segments of `path` (no leading '/'); empty ones kept,
-// so that check_segment refuses them.
-std::vector<std::string_view> segments(std::string_view path);
-
 // Checks one path segment (of the root or of a lock name) against what
 // ZooKeeper accepts; `what` names it in the message.
 Status check_segment(std::string_view segment, std::string_view what);

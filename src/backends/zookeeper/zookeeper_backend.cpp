@@ -41,7 +41,9 @@
 #include "backends/zookeeper/semaphore.h"
 #include "backends/zookeeper/errors.h"
 #include "backends/zookeeper/session.h"
+#include "core/queue_waiter.h"
 #include "core/registry.h"
+#include "core/validate.h"
 
 #include <algorithm>
 #include <map>
@@ -133,28 +135,6 @@ struct Contender {
   bool granted = false;
 };
 
-class ZooKeeperBackend;
-
-class ContenderWaiter final : public Waiter {
- public:
-  ContenderWaiter(ZooKeeperBackend& backend, std::pair<std::string, std::string> key, std::shared_ptr<Contender> c)
-      : backend_(backend), key_(std::move(key)), contender_(std::move(c)) {}
-  ~ContenderWaiter() override;
-  Status wait_until(steady::time_point until) override {
-    contender_->signal->wait_until(until);
-    return {};
-  }
-  bool on_notify(std::function<void()> notify) override {
-    contender_->signal->call_back(std::move(notify));
-    return true;
-  }
-
- private:
-  ZooKeeperBackend& backend_;
-  std::pair<std::string, std::string> key_;  // (owner, name)
-  std::shared_ptr<Contender> contender_;
-};
-
 // `config` with the backend's events as where session changes go.
 Config reporting_to(Config config, Events& events) {
   config.events = &events;
@@ -169,7 +149,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
 
   Status validate_name(std::string_view name) const override {
     const std::string what = "name '" + std::string(name) + "'";
-    for (auto segment : segments(name)) {
+    for (auto segment : path_segments(name)) {
       if (Status s = check_segment(segment, what); !s) return s;
       if (segment.starts_with("_c_") || segment.find(lock_marker) != std::string_view::npos ||
           segment.find(latch_marker) != std::string_view::npos || segment.find(read_marker) != std::string_view::npos ||
@@ -253,7 +233,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       contenders_[key] = c;
     }
     session_.add_waiter(c->signal);
-    return std::make_unique<ContenderWaiter>(*this, std::move(key), std::move(c));
+    return std::make_unique<QueueWaiter<ZooKeeperBackend, Contender>>(*this, std::move(key), std::move(c));
   }
 
   // A waiter leaves: its node goes (unless it became the lock).
@@ -571,8 +551,6 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   Semaphores semaphores_{session_, *this};
   Barriers barriers_{session_};
 };
-
-ContenderWaiter::~ContenderWaiter() { backend_.leave(key_, *contender_); }
 
 }  // namespace
 }  // namespace zookeeper

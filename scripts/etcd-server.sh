@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Starts or stops a throw-away etcd (one member or a cluster) on 127.0.0.1 for tests and
+# benchmarks.
+#
+#   scripts/etcd-server.sh start DIR [NODES]   NODES members (default 1; 3 = a cluster), each on
+#                                       free client and peer ports with its data, log and pid in
+#                                       DIR/node<I> (I = 1..NODES); waits until every member
+#                                       answers /health, writes DIR/url
+#                                       (etcd://127.0.0.1:C1[,127.0.0.1:C2,...]) and DIR/endpoints
+#                                       (the same without etcd://, for etcdctl --endpoints)
+#   scripts/etcd-server.sh stop DIR              stops every member (SIGTERM, SIGKILL after 10 s)
+#   scripts/etcd-server.sh kill DIR [I]          SIGKILLs member I (default 1): a crash
+#   scripts/etcd-server.sh pause DIR [I]         SIGSTOP (a member that hangs)
+#   scripts/etcd-server.sh resume DIR [I]        SIGCONT
+#   scripts/etcd-server.sh start-node DIR I      starts member I again on its old ports and data
+#   scripts/etcd-server.sh leader DIR            prints the index I of the member that leads
+#
+# Environment: ETCD_EXTRA_ARGS adds member arguments (e.g. "--auto-compaction-retention 1").
+#
+# Never assumes a port is free (retries with fresh ports if one was taken meanwhile) and signals
+# only the processes it started: a pid is used only while its command line still names that
+# member's data directory. Members run in their own session (setsid) with no terminal or pipe
+# of the caller, so a CTest fixture that started them can exit and the members stay up.
+set -euo pipefail
+
+cmd="${1:-}"
+dir="${2:-}"
+[[ -n "$cmd" && -n "$dir" ]] || { echo "usage: $0 start|stop|kill|pause|resume|start-node|leader DIR [I]" >&2; exit 64; }
+
+source "$(dirname "$0")/ports.sh"
+
+# pid_of I: the pid of member I if it is still that member (its command line names its data dir).
+pid_of() {
+  local node="$dir/node$1" pid
+  [[ -f "$node/etcd.pid" ]] || return 1
+  pid="$(cat "$node/etcd.pid")"
+  grep -qsF -- "$node/data" "/proc/$pid/cmdline" || return 1
+  echo "$pid"
+}
+
+# healthy PORT: 0 once the member on PORT reports itself healthy.
+healthy() { timeout 2 curl -fsS "http://127.0.0.1:$1/health" 2>/dev/null | grep -q '"health":"true"'; }
+
+# launch I CLUSTER STATE: starts member I with the ports in DIR/node<I>/ports.
+launch() {
+  local i="$1" cluster="$2" state="$3" node="$dir/node$1" client peer
+  read -r client peer < "$node/ports"
+  # shellcheck disable=SC2086
+  setsid etcd --name "n$i" --data-dir "$node/data" \
+    --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "$cluster" --initial-cluster-state "$state" --initial-cluster-token "dlock-$$" \
+    --logger zap --log-level warn ${ETCD_EXTRA_ARGS:-} \
+    </dev/null >>"$node/etcd.log" 2>&1 &
+  echo $! > "$node/etcd.pid"
+}
+
+# wait_healthy I...: 0 once every given member is healthy (bounded: 30 s).
+wait_healthy() {
+  local deadline=$((SECONDS + 30)) i client peer
+  for i in "$@"; do
+    read -r client peer < "$dir/node$i/ports"
+    until healthy "$client"; do
+      pid_of "$i" >/dev/null || return 1
+      ((SECONDS < deadline)) || return 1
+      sleep 0.1
+    done
+  done
+}
+
+signal_node() {
+  local pid
+  pid="$(pid_of "$2")" || { echo "etcd-server.sh: member $2 is not running" >&2; return 1; }
+  kill "-$1" "$pid"
+}
+
+stop_node() {
+  local pid
+  pid="$(pid_of "$1")" || { rm -f "$dir/node$1/etcd.pid"; return 0; }
+  kill -CONT "$pid" 2>/dev/null || true
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$dir/node$1/etcd.pid"
+}
+
+nodes() { ls -d "$dir"/node* 2>/dev/null | sed 's|.*/node||' | sort -n; }
+
+case "$cmd" in
+  start)
+    count="${3:-1}"
+    mkdir -p "$dir"
+    for attempt in 1 2 3 4 5; do
+      mapfile -t ports < <(free_ports $((2 * count)))
+      cluster="" url="" endpoints=""
+      for ((i = 1; i <= count; i++)); do
+        node="$dir/node$i"
+        rm -rf "$node"
+        mkdir -p "$node"
+        echo "${ports[2 * i - 2]} ${ports[2 * i - 1]}" > "$node/ports"
+        cluster+="${cluster:+,}n$i=http://127.0.0.1:${ports[2 * i - 1]}"
+        endpoints+="${endpoints:+,}127.0.0.1:${ports[2 * i - 2]}"
+      done
+      for ((i = 1; i <= count; i++)); do launch "$i" "$cluster" new; done
+      if wait_healthy $(seq 1 "$count"); then
+        echo "$cluster" > "$dir/cluster"
+        echo "$endpoints" > "$dir/endpoints"
+        echo "etcd://$endpoints" > "$dir/url"
+        echo "etcd-server.sh: serving on $endpoints"
+        exit 0
+      fi
+      # A port taken meanwhile, or a failure: stop what we started and retry.
+      for i in $(nodes); do stop_node "$i"; done
+    done
+    echo "etcd-server.sh: could not start etcd (see $dir/node*/etcd.log)" >&2
+    exit 1
+    ;;
+  stop)
+    for i in $(nodes); do stop_node "$i"; done
+    rm -f "$dir/url" "$dir/endpoints"
+    ;;
+  kill) signal_node KILL "${3:-1}" ;;
+  pause) signal_node STOP "${3:-1}" ;;
+  resume) signal_node CONT "${3:-1}" ;;
+  start-node)
+    i="${3:?member index}"
+    pid_of "$i" >/dev/null && { echo "etcd-server.sh: member $i is running" >&2; exit 1; }
+    launch "$i" "$(cat "$dir/cluster")" existing
+    wait_healthy "$i"
+    ;;
+  leader)
+    for i in $(nodes); do
+      read -r client peer < "$dir/node$i/ports"
+      if timeout 2 etcdctl --endpoints "127.0.0.1:$client" --command-timeout 1s endpoint status -w json 2>/dev/null |
+        python3 -c 'import json,sys; s=json.load(sys.stdin)[0]["Status"]; sys.exit(0 if s["leader"]==s["header"]["member_id"] else 1)'; then
+        echo "$i"
+        exit 0
+      fi
+    done
+    exit 1
+    ;;
+  *)
+    echo "usage: $0 start|stop|kill|pause|resume|start-node|leader DIR [I]" >&2
+    exit 64
+    ;;
+esac

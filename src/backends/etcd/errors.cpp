@@ -1,0 +1,40 @@
+#include "backends/etcd/errors.h"
+
+#include <grpcpp/support/status.h>
+
+#include <string>
+
+namespace dlock::detail::etcd {
+
+Status to_status(const grpc::Status& status, std::string_view step) {
+  if (status.ok()) return {};
+  const std::string what = "etcd: " + std::string(step) + ": ";
+  const std::string said = status.error_message();
+  switch (status.error_code()) {
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return Status(errc::unavailable, what + "no answer within ClientOptions::op_timeout");
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::ABORTED:
+      return Status(errc::unavailable, what + "the cluster cannot be reached (" + said + ")");
+    case grpc::StatusCode::UNAUTHENTICATED:
+      // etcd's words ("authentication failed, invalid user ID or password")
+      // never echo the password.
+      return Status(errc::invalid_argument, what + "refused the user and password (" + said + ")");
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return Status(errc::invalid_argument, what + "the user may not use these keys (" + said + ")");
+    case grpc::StatusCode::NOT_FOUND:
+      // etcd's "requested lease not found": the lease expired or was revoked.
+      return Status(errc::lock_lost, what + "the lease is gone (" + said + ")");
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::OUT_OF_RANGE:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return Status(errc::invalid_argument, what + "etcd refused the request (" + said + ")");
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return Status(errc::unavailable, what + "etcd is out of space or overloaded (" + said + ")");
+    default:
+      return Status(errc::internal, what + said);
+  }
+}
+
+}  // namespace dlock::detail::etcd

@@ -1,0 +1,448 @@
+#include "backends/etcd/session.h"
+
+#include "backends/etcd/errors.h"
+
+#include <algorithm>
+
+namespace dlock::detail::etcd {
+namespace {
+
+using std::chrono::milliseconds;
+
+// How much earlier than the cluster the client gives a lease up: 1% of its
+// TTL for clock drift, and 2 ms more.
+milliseconds drift(std::int64_t ttl_seconds) { return milliseconds(ttl_seconds * 10 + 2); }
+
+// A failed-over call waits this long once every member has refused it.
+constexpr milliseconds all_members_down_pause{50};
+
+grpc::ChannelArguments channel_arguments(const Config& config) {
+  grpc::ChannelArguments args;
+  // A member that comes back is found within about a second, not gRPC's
+  // default of up to two minutes. (Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS:
+  // it is also how long one connection attempt may take, and a loaded
+  // machine needs more than a few hundred milliseconds for a handshake.)
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // A member that stops answering (stopped, cut off) is dropped after a
+  // ping goes unanswered; etcd accepts pings every 5 s or more.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(std::min<std::int64_t>(config.op_timeout.count(), 20'000)));
+  // Each client its own connections: one client's failure is not another's.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return args;
+}
+
+}  // namespace
+
+void Signal::notify() {
+  std::shared_ptr<std::function<void()>> callback;
+  {
+    std::lock_guard lk(mu_);
+    fired_ = true;
+    callback = callback_;
+  }
+  cv_.notify_all();
+  if (callback && *callback) (*callback)();
+}
+
+bool Signal::wait_until(steady::time_point until) {
+  std::unique_lock lk(mu_);
+  if (!cv_.wait_until(lk, until, [&] { return fired_; })) return false;
+  fired_ = false;
+  return true;
+}
+
+bool Signal::fired() const {
+  std::lock_guard lk(mu_);
+  return fired_;
+}
+
+void Signal::call_back(std::function<void()> callback) {
+  std::lock_guard lk(mu_);
+  callback_ = std::make_shared<std::function<void()>>(std::move(callback));
+}
+
+Session::Session(Config config, Events& events) : config_(std::move(config)), events_(events) {
+  const auto args = channel_arguments(config_);
+  for (const auto& endpoint : config_.endpoints) {
+    auto channel = grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+    kv_.push_back(pb::KV::NewStub(channel));
+    leases_.push_back(pb::Lease::NewStub(channel));
+    watch_.push_back(pb::Watch::NewStub(channel));
+    auth_.push_back(pb::Auth::NewStub(channel));
+    channels_.push_back(std::move(channel));
+  }
+}
+
+Session::~Session() {
+  std::int64_t id;
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+    id = lease_id_;
+  }
+  cv_.notify_all();
+  if (keeper_.joinable()) keeper_.join();
+  // Every key on the lease goes with it: the client's locks are free at
+  // once, not a TTL later.
+  if (id != 0) (void)revoke(id, steady::now() + config_.op_timeout, "revoking the client's lease");
+  std::vector<std::thread> readers;
+  {
+    std::lock_guard lk(watch_mu_);
+    if (watch_context_) watch_context_->TryCancel();
+    readers = std::move(watch_readers_);
+  }
+  for (auto& t : readers) t.join();
+}
+
+Status Session::start() {
+  const auto deadline = steady::now() + config_.op_timeout;
+  if (config_.user) {
+    if (Status s = authenticate(deadline); !s) return s;
+  }
+  if (auto granted = lease(deadline, "granting the client's lease at " + config_.redacted_url); !granted)
+    return granted.status();
+  keeper_ = std::thread([this] { keep_alive(); });
+  return {};
+}
+
+std::size_t Session::current() const {
+  std::lock_guard lk(mu_);
+  return current_;
+}
+
+void Session::rotate(std::size_t failed) {
+  std::lock_guard lk(mu_);
+  if (current_ == failed) current_ = (current_ + 1) % channels_.size();
+}
+
+void Session::prepare(grpc::ClientContext& context, steady::time_point deadline) {
+  // gRPC takes a wall-clock deadline: the time left, from now.
+  if (deadline != steady::time_point::max())
+    context.set_deadline(std::chrono::system_clock::now() + std::max(deadline - steady::now(), steady::duration::zero()));
+  std::lock_guard lk(mu_);
+  if (!token_.empty()) context.AddMetadata("token", token_);
+}
+
+Status Session::authenticate(steady::time_point deadline) {
+  pb::AuthenticateRequest request;
+  request.set_name(*config_.user);
+  request.set_password(*config_.password);
+  pb::AuthenticateResponse response;
+  for (std::size_t tries = 0;; ++tries) {
+    const std::size_t at = current();
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::max(deadline - steady::now(), steady::duration::zero()));
+    grpc::Status s = auth_[at]->Authenticate(&context, request, &response);
+    if (s.ok()) {
+      std::lock_guard lk(mu_);
+      token_ = response.token();
+      return {};
+    }
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || steady::now() >= deadline)
+      return to_status(s, "authenticating as '" + *config_.user + "' at " + config_.redacted_url);
+    rotate(at);
+    if ((tries + 1) % channels_.size() == 0) std::this_thread::sleep_for(all_members_down_pause);
+  }
+}
+
+// Runs `call(member, context)` on the current member; a member that cannot
+// be reached passes the call to the next one until `deadline`. An expired
+// auth token is renewed once.
+template <class Call>
+Status Session::call(steady::time_point deadline, std::string_view step, Call&& call) {
+  bool authenticated_again = false;
+  for (std::size_t tries = 0;; ++tries) {
+    const std::size_t at = current();
+    grpc::ClientContext context;
+    prepare(context, deadline);
+    const grpc::Status s = call(at, context);
+    if (s.ok()) return {};
+    if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED && config_.user && !authenticated_again &&
+        s.error_message().find("invalid auth token") != std::string::npos) {
+      authenticated_again = true;
+      if (Status a = authenticate(deadline); !a) return a;
+      continue;
+    }
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+      rotate(at);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || steady::now() >= deadline) return to_status(s, step);
+    if ((tries + 1) % channels_.size() == 0)
+      std::this_thread::sleep_until(std::min(deadline, steady::now() + all_members_down_pause));
+  }
+}
+
+Result<pb::TxnResponse> Session::txn(const pb::TxnRequest& request, steady::time_point deadline,
+                                     std::string_view step) {
+  pb::TxnResponse response;
+  if (Status s = call(deadline, step, [&](std::size_t at, grpc::ClientContext& c) {
+        return kv_[at]->Txn(&c, request, &response);
+      });
+      !s)
+    return s;
+  return response;
+}
+
+Result<pb::RangeResponse> Session::range(const pb::RangeRequest& request, steady::time_point deadline,
+                                         std::string_view step) {
+  pb::RangeResponse response;
+  if (Status s = call(deadline, step, [&](std::size_t at, grpc::ClientContext& c) {
+        return kv_[at]->Range(&c, request, &response);
+      });
+      !s)
+    return s;
+  return response;
+}
+
+Result<pb::LeaseGrantResponse> Session::grant(std::int64_t ttl_seconds, steady::time_point deadline,
+                                              std::string_view step) {
+  pb::LeaseGrantRequest request;
+  request.set_ttl(ttl_seconds);
+  pb::LeaseGrantResponse response;
+  if (Status s = call(deadline, step, [&](std::size_t at, grpc::ClientContext& c) {
+        return leases_[at]->LeaseGrant(&c, request, &response);
+      });
+      !s)
+    return s;
+  if (!response.error().empty()) return Status(errc::unavailable, "etcd: " + std::string(step) + ": " + response.error());
+  return response;
+}
+
+Status Session::revoke(std::int64_t lease_id, steady::time_point deadline, std::string_view step) {
+  pb::LeaseRevokeRequest request;
+  request.set_id(lease_id);
+  pb::LeaseRevokeResponse response;
+  Status s = call(deadline, step, [&](std::size_t at, grpc::ClientContext& c) {
+    return leases_[at]->LeaseRevoke(&c, request, &response);
+  });
+  return s.code() == errc::lock_lost ? Status() : s;  // already gone
+}
+
+Result<pb::LeaseTimeToLiveResponse> Session::time_to_live(std::int64_t lease_id, steady::time_point deadline,
+                                                          std::string_view step) {
+  pb::LeaseTimeToLiveRequest request;
+  request.set_id(lease_id);
+  pb::LeaseTimeToLiveResponse response;
+  if (Status s = call(deadline, step, [&](std::size_t at, grpc::ClientContext& c) {
+        return leases_[at]->LeaseTimeToLive(&c, request, &response);
+      });
+      !s)
+    return s;
+  return response;
+}
+
+Result<Lease> Session::lease(steady::time_point deadline, std::string_view step) {
+  const auto live = [&]() -> std::optional<Lease> {
+    std::lock_guard lk(mu_);
+    if (lease_id_ != 0 && steady::now() < lease_until_) return Lease{lease_id_, lease_dropped_.get_token()};
+    return std::nullopt;
+  };
+  if (auto l = live()) return *l;
+  std::lock_guard one(grant_mu_);
+  if (auto l = live()) return *l;
+  const auto sent = steady::now();
+  auto granted = grant(config_.ttl.count(), deadline, step);
+  if (!granted) return granted.status();
+  Lease out;
+  {
+    std::lock_guard lk(mu_);
+    lease_id_ = granted->id();
+    lease_ttl_ = granted->ttl();
+    lease_until_ = sent + std::chrono::seconds(lease_ttl_) - drift(lease_ttl_);
+    out = Lease{lease_id_, lease_dropped_.get_token()};
+  }
+  cv_.notify_all();  // the keeper has a lease to renew
+  return out;
+}
+
+steady::time_point Session::lease_deadline(std::int64_t id) const {
+  std::lock_guard lk(mu_);
+  return id == lease_id_ && id != 0 ? lease_until_ : steady::time_point::min();
+}
+
+std::chrono::seconds Session::lease_ttl() const {
+  std::lock_guard lk(mu_);
+  return std::chrono::seconds(lease_ttl_);
+}
+
+void Session::lose_lease(std::int64_t id, const std::string& why) {
+  std::stop_source dropped;
+  std::vector<std::shared_ptr<Signal>> waiters;
+  {
+    std::lock_guard lk(mu_);
+    if (id == 0 || lease_id_ != id) return;
+    lease_id_ = 0;
+    dropped = std::exchange(lease_dropped_, std::stop_source());
+    waiters = waiters_;
+  }
+  events_.log(LogLevel::warning, "etcd: the client's lease was lost (" + why + "); its locks with it");
+  dropped.request_stop();
+  for (auto& w : waiters) w->notify();
+}
+
+void Session::add_waiter(const std::shared_ptr<Signal>& signal) {
+  std::lock_guard lk(mu_);
+  waiters_.push_back(signal);
+}
+
+void Session::remove_waiter(const std::shared_ptr<Signal>& signal) {
+  std::lock_guard lk(mu_);
+  std::erase(waiters_, signal);
+}
+
+// The keepalive loop: one stream at a time, a request every ttl/3 for the
+// live lease; a reader thread matches each answer to the time its request
+// was sent (etcd answers a stream's requests in order). A stream left
+// unanswered for op_timeout is dropped and opened again on the next member.
+void Session::keep_alive() {
+  for (;;) {
+    const std::size_t at = current();
+    auto context = std::make_shared<grpc::ClientContext>();
+    prepare(*context, steady::time_point::max());
+    std::shared_ptr<grpc::ClientReaderWriter<pb::LeaseKeepAliveRequest, pb::LeaseKeepAliveResponse>> stream =
+        leases_[at]->LeaseKeepAlive(context.get());
+    std::mutex sent_mu;
+    std::deque<std::pair<std::int64_t, steady::time_point>> sent;  // guarded by sent_mu
+    std::thread reader([&] {
+      pb::LeaseKeepAliveResponse response;
+      while (stream->Read(&response)) {
+        steady::time_point sent_at;
+        {
+          std::lock_guard lk(sent_mu);
+          if (sent.empty()) continue;
+          sent_at = sent.front().second;
+          sent.pop_front();
+        }
+        if (response.ttl() <= 0) {
+          lose_lease(response.id(), "the cluster says it expired or was revoked");
+          continue;
+        }
+        std::lock_guard lk(mu_);
+        if (response.id() == lease_id_)
+          lease_until_ = std::max(lease_until_, sent_at + std::chrono::seconds(response.ttl()) - drift(response.ttl()));
+      }
+    });
+
+    bool broken = false;
+    auto next_send = steady::now();
+    while (!broken) {
+      std::int64_t id;
+      {
+        std::unique_lock lk(mu_);
+        const auto wake = lease_id_ == 0 ? steady::time_point::max() : std::min(next_send, lease_until_);
+        cv_.wait_until(lk, wake, [&] { return stopping_; });
+        if (stopping_) break;
+        id = lease_id_;
+        if (id == 0) continue;
+        if (steady::now() >= lease_until_) {
+          lk.unlock();
+          lose_lease(id, "no keepalive was answered before its deadline");
+          continue;
+        }
+        if (steady::now() < next_send) continue;
+      }
+      const auto now = steady::now();
+      {
+        std::lock_guard lk(sent_mu);
+        if (!sent.empty() && now - sent.front().second > config_.op_timeout) {
+          broken = true;  // unanswered: the member is stopped or cut off
+          break;
+        }
+        sent.emplace_back(id, now);
+      }
+      pb::LeaseKeepAliveRequest request;
+      request.set_id(id);
+      if (!stream->Write(request)) broken = true;
+      next_send = now + std::max<std::chrono::milliseconds>(lease_ttl() / 3, milliseconds(100));
+    }
+    context->TryCancel();
+    reader.join();
+    (void)stream->Finish();
+    {
+      std::unique_lock lk(mu_);
+      if (stopping_) return;
+    }
+    rotate(at);
+    events_.connection_lost("etcd keepalive stream");
+    std::unique_lock lk(mu_);
+    cv_.wait_for(lk, milliseconds(100), [&] { return stopping_; });
+    if (stopping_) return;
+  }
+}
+
+Result<std::int64_t> Session::watch(const std::string& key, const std::string& range_end,
+                                    std::int64_t from_revision, bool deletions_only, std::shared_ptr<Signal> signal) {
+  std::lock_guard lk(watch_mu_);
+  if (!watch_stream_) {
+    // Readers of streams that ended are joined when the session goes.
+    watch_context_ = std::make_shared<grpc::ClientContext>();
+    prepare(*watch_context_, steady::time_point::max());
+    watch_stream_ = watch_[current()]->Watch(watch_context_.get());
+    watch_readers_.emplace_back([this, c = watch_context_, s = watch_stream_] { read_watches(c, s); });
+  }
+  const std::int64_t id = next_watch_id_++;
+  pb::WatchRequest request;
+  auto* create = request.mutable_create_request();
+  create->set_key(key);
+  create->set_range_end(range_end);
+  create->set_start_revision(from_revision);
+  if (deletions_only) create->add_filters(pb::WatchCreateRequest::NOPUT);
+  create->set_watch_id(id);
+  watchers_[id] = std::move(signal);
+  if (!watch_stream_->Write(request)) {
+    watchers_.erase(id);
+    watch_context_->TryCancel();  // its reader wakes the other watchers
+    return Status(errc::unavailable, "etcd: watching '" + key + "': the watch stream broke");
+  }
+  return id;
+}
+
+void Session::unwatch(std::int64_t watch_id) {
+  std::lock_guard lk(watch_mu_);
+  if (watchers_.erase(watch_id) == 0 || !watch_stream_) return;
+  pb::WatchRequest request;
+  request.mutable_cancel_request()->set_watch_id(watch_id);
+  (void)watch_stream_->Write(request);
+}
+
+void Session::read_watches(std::shared_ptr<grpc::ClientContext> context,
+                           std::shared_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream) {
+  pb::WatchResponse response;
+  while (stream->Read(&response)) {
+    std::shared_ptr<Signal> fire;
+    {
+      std::lock_guard lk(watch_mu_);
+      auto it = watchers_.find(response.watch_id());
+      if (it == watchers_.end()) continue;
+      // Events only come as asked (NOPUT filters puts out); the rest is the
+      // watch's creation or progress.
+      if (response.events_size() == 0 && !response.canceled() && response.compact_revision() == 0) continue;
+      fire = std::move(it->second);
+      watchers_.erase(it);
+      if (!response.canceled() && stream == watch_stream_) {
+        pb::WatchRequest cancel;
+        cancel.mutable_cancel_request()->set_watch_id(response.watch_id());
+        (void)stream->Write(cancel);
+      }
+    }
+    fire->notify();
+  }
+  // The stream ended (the member went, or the client is closing): every
+  // watcher looks again.
+  std::vector<std::shared_ptr<Signal>> orphans;
+  {
+    std::lock_guard lk(watch_mu_);
+    if (watch_stream_ == stream) {
+      for (auto& [id, signal] : watchers_) orphans.push_back(std::move(signal));
+      watchers_.clear();
+      watch_stream_.reset();
+      watch_context_.reset();
+    }
+  }
+  for (auto& s : orphans) s->notify();
+  (void)stream->Finish();
+  (void)context;
+}
+
+}  // namespace dlock::detail::etcd

@@ -1,0 +1,147 @@
+// session.h — one client's connection to an etcd cluster: the gRPC channels
+// (one per member, failed over in turn), the lease every lock of the client
+// rides on (kept alive by one LeaseKeepAlive stream), and one Watch stream
+// shared by every waiter.
+//
+// Lease: granted at start with Config::ttl and renewed every ttl/3. Its
+// local deadline is computed from when each keepalive was *sent* (the
+// cluster restarts the TTL when it receives it, later), less a margin for
+// clock drift; the lease counts as lost at that deadline even if the
+// cluster never answered, and at once when a keepalive answers TTL <= 0
+// (expired or revoked). A lost lease fires its `dropped` token (every hold
+// on it is then lost) and the next call that needs one grants a new lease.
+//
+// Thread-safety: every member function may be called from any thread.
+// Blocking: every call returns by its deadline (errc::unavailable then).
+#pragma once
+
+#include "backends/etcd/config.h"
+
+#include "core/driver.h"
+
+#include <etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h>
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+#include <vector>
+
+namespace dlock::detail::etcd {
+
+namespace pb = etcdserverpb;
+
+// Something a waiter waits for: set by a watch event, the loss of the
+// lease, a broken watch stream, or a local release.
+class Signal {
+ public:
+  void notify();
+  // Waits until notified (true) or `until` (false); a notification is
+  // consumed by the wait that sees it.
+  bool wait_until(steady::time_point until);
+  bool fired() const;
+  // From now on `notify` also runs `callback` (outside the lock; it must
+  // not block). Empty: none.
+  void call_back(std::function<void()> callback);
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool fired_ = false;
+  std::shared_ptr<std::function<void()>> callback_;
+};
+
+struct Lease {
+  std::int64_t id = 0;
+  std::stop_token dropped;  // fires when this lease is lost
+};
+
+class Session {
+ public:
+  Session(Config config, Events& events);
+  ~Session();  // revokes the lease (freeing every key on it) and stops the streams
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Connects, authenticates (with a user in the URL), grants the lease and
+  // starts keeping it alive.
+  Status start();
+  const Config& config() const noexcept { return config_; }
+
+  // The live lease, granted anew if the last one was lost.
+  Result<Lease> lease(steady::time_point deadline, std::string_view step);
+  // The lease's local deadline (see above); min() if it is not the live one.
+  steady::time_point lease_deadline(std::int64_t id) const;
+  // The TTL the cluster granted the live lease.
+  std::chrono::seconds lease_ttl() const;
+
+  // Unary calls, failed over between members, each within `deadline`.
+  Result<pb::TxnResponse> txn(const pb::TxnRequest& request, steady::time_point deadline, std::string_view step);
+  Result<pb::RangeResponse> range(const pb::RangeRequest& request, steady::time_point deadline, std::string_view step);
+  Result<pb::LeaseGrantResponse> grant(std::int64_t ttl_seconds, steady::time_point deadline, std::string_view step);
+  Status revoke(std::int64_t lease_id, steady::time_point deadline, std::string_view step);
+  Result<pb::LeaseTimeToLiveResponse> time_to_live(std::int64_t lease_id, steady::time_point deadline,
+                                                   std::string_view step);
+
+  // Notifies `signal` once a key in [key, range_end) (range_end empty: `key`
+  // alone) is deleted — or, unless deletions_only, also put — at a revision
+  // >= from_revision; also when the watch is cancelled, compacted or its
+  // stream breaks: a waiter then looks again. Once: the watch ends with its
+  // first notification. The id is for unwatch().
+  Result<std::int64_t> watch(const std::string& key, const std::string& range_end, std::int64_t from_revision,
+                             bool deletions_only, std::shared_ptr<Signal> signal);
+  void unwatch(std::int64_t watch_id);
+
+  // Signals notified whenever the lease is lost (waiters look again).
+  void add_waiter(const std::shared_ptr<Signal>& signal);
+  void remove_waiter(const std::shared_ptr<Signal>& signal);
+
+ private:
+  template <class Call>
+  Status call(steady::time_point deadline, std::string_view step, Call&& call);
+  void prepare(grpc::ClientContext& context, steady::time_point deadline);
+  Status authenticate(steady::time_point deadline);
+  void rotate(std::size_t failed);
+  std::size_t current() const;
+
+  void keep_alive();
+  void lose_lease(std::int64_t id, const std::string& why);
+  void read_watches(std::shared_ptr<grpc::ClientContext> context,
+                    std::shared_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream);
+  void drop_watches();
+
+  Config config_;
+  Events& events_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<pb::KV::Stub>> kv_;
+  std::vector<std::unique_ptr<pb::Lease::Stub>> leases_;
+  std::vector<std::unique_ptr<pb::Watch::Stub>> watch_;
+  std::vector<std::unique_ptr<pb::Auth::Stub>> auth_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::size_t current_ = 0;              // guarded by mu_: the member calls go to first
+  std::string token_;                    // guarded by mu_: the auth token, empty without auth
+  std::int64_t lease_id_ = 0;            // guarded by mu_: 0 = none live
+  std::int64_t lease_ttl_ = 0;           // guarded by mu_: seconds, as granted
+  steady::time_point lease_until_{};     // guarded by mu_: local deadline of lease_id_
+  std::stop_source lease_dropped_;       // guarded by mu_
+  std::vector<std::shared_ptr<Signal>> waiters_;  // guarded by mu_
+  bool stopping_ = false;                // guarded by mu_
+  std::mutex grant_mu_;                  // one lease grant at a time
+  std::thread keeper_;
+
+  std::mutex watch_mu_;  // the watch stream: opening, writing, the watchers
+  std::shared_ptr<grpc::ClientContext> watch_context_;
+  std::shared_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> watch_stream_;
+  std::map<std::int64_t, std::shared_ptr<Signal>> watchers_;
+  std::int64_t next_watch_id_ = 1;
+  std::vector<std::thread> watch_readers_;  // joined at close; at most one runs
+};
+
+}  // namespace dlock::detail::etcd
