@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""tooz's file or postgresql driver as a peer for `dlock bench` on the
-file:// and postgres:// backends.
+"""tooz's file, postgresql or mysql driver as a peer for `dlock bench` on
+the file://, postgres:// and mysql:// backends.
 
 Runs the contended workload with tooz's own lock and prints ONE JSON line
 with the field names of `dlock bench --json`, plus "peer": "tooz" and
-"variant": "file" or "postgresql".
+"variant": "file", "postgresql" or "mysql".
 
   file        (default) `file://DIR`, DIR a fresh temp dir: coordinator.get_lock(name)
               is fasteners' InterProcessLock, a POSIX record lock taken
@@ -19,6 +19,12 @@ with the field names of `dlock bench --json`, plus "peer": "tooz" and
               waiters); tooz's timed form retries pg_try_advisory_lock after
               waits growing from 1 s, too slow to compare. The server ends a
               wait after --seconds + 30 s (lock_timeout, through PGOPTIONS).
+  mysql       --url mysql://USER:PASSWORD@HOST:PORT/DB: MySQLLock (pymysql),
+              GET_LOCK(name, 0) on a connection opened for each acquisition
+              and closed by its release; a try that finds the lock taken is
+              retried after a sleep (tooz's retry: 1 s), blocking or timed
+              alike. Acquired with a timeout (the time left), which bounds
+              the retries.
 
   contended  P processes (default 4) x T threads (default 2), one
              coordinator per process, on one lock; inside it a non-atomic
@@ -148,8 +154,8 @@ def main():
     ap.add_argument("--max-ops", type=int, default=1_000_000, help="per thread (default 1000000)")
     ap.add_argument("--work-us", type=float, default=0.0, help="sleep inside the lock, in us (default 0)")
     ap.add_argument("--dir", default=None, help="file: where the temp lock directory goes (default: the system's)")
-    ap.add_argument("--url", default=None, help="postgresql://USER:PASSWORD@HOST:PORT/DB: tooz's postgresql driver "
-                                               "on that server (default: the file driver)")
+    ap.add_argument("--url", default=None, help="postgresql://USER:PASSWORD@HOST:PORT/DB or mysql://...: tooz's "
+                                               "postgresql or mysql driver on that server (default: the file driver)")
     cfg = ap.parse_args()
     if not 0 < cfg.seconds <= 600 or cfg.max_ops < 1 or cfg.work_us < 0:
         ap.error("--seconds must be in (0, 600], --max-ops >= 1 and --work-us >= 0")
@@ -157,8 +163,12 @@ def main():
         ap.error("--processes and --threads must be in [1, 64]")
     if cfg.url is not None:
         scheme, sep, rest = cfg.url.partition("://")
+        if sep and scheme == "mysql":
+            cfg.url, cfg.variant, cfg.server_waits = "mysql://" + rest.split("?")[0], "mysql", False
+            run(cfg)
+            return
         if not sep or scheme not in ("postgres", "postgresql"):
-            ap.error("--url must be postgresql://USER:PASSWORD@HOST:PORT/DB")
+            ap.error("--url must be postgresql://USER:PASSWORD@HOST:PORT/DB or mysql://USER:PASSWORD@HOST:PORT/DB")
         cfg.url, cfg.variant, cfg.server_waits = "postgresql://" + rest.split("?")[0], "postgresql", True
         # Bounds every server-side wait (libpq reads PGOPTIONS; tooz passes no options of its own).
         os.environ["PGOPTIONS"] = "-c lock_timeout=%d" % ((cfg.seconds + 2 * MARGIN_S) * 1000)
