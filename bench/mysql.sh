@@ -67,8 +67,8 @@ notes=()
 
 bench_name=mysql.sh
 counter_field=server_statements
-# server_count: the statements clients have sent the server so far (its Questions counter; the
-# query itself adds one); empty without the mariadb client. The URL is the throw-away server's.
+# server_count: the statements clients have sent the server so far (its Questions counter; this
+# client adds two of its own); empty without the mariadb client. The URL is the throw-away server's.
 server_count() {
   command -v mariadb >/dev/null || return 0
   local rest="${url#mysql://}" creds host

@@ -51,6 +51,7 @@ import threading
 import time
 
 try:
+    import tenacity
     import tooz
     from tooz import coordination
 except ImportError:
@@ -77,7 +78,7 @@ def process_main(cfg, index, shared, out):
         try:
             while slot["ops"] < cfg.max_ops:
                 t0 = time.monotonic()
-                if t0 >= deadline or not lock.acquire(blocking=True if cfg.server_waits else deadline - t0):
+                if t0 >= deadline or not acquire(lock, True if cfg.server_waits else deadline - t0):
                     break
                 t1 = time.monotonic()
                 if shared["last_pid"].value != me:  # read, write: correct only if the lock excludes
@@ -114,6 +115,15 @@ def process_main(cfg, index, shared, out):
     out.close()
     out.join_thread()
     os._exit(0 if not errors else 70)
+
+
+def acquire(lock, blocking):
+    """lock.acquire(blocking): True, or False if a timed acquire ran out of time (tooz's mysql driver
+    says so by raising tenacity's RetryError)."""
+    try:
+        return lock.acquire(blocking=blocking)
+    except tenacity.RetryError:
+        return False
 
 
 def contended(cfg):
