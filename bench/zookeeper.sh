@@ -37,13 +37,12 @@ seconds="${BENCH_SECONDS:-3}"
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "zookeeper.sh: BENCH_SECONDS must be a whole number of seconds" >&2; exit 64; }
 limit=$((seconds * 4 + 60))  # per measurement, whatever happens
 
-first_executable() { for f in "$@"; do if [[ -x "$f" ]]; then echo "$f"; return; fi; done; }
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
 dlock_bin="${DLOCK_BIN:-$(first_executable "$root/build/release/tools/dlock/dlock" "$root/build/dev/tools/dlock/dlock" \
                                           "$(command -v dlock || true)")}"
 raw_bin="${ZK_RAW_BIN:-$(first_executable "$root"/build/release/bench/dlock_bench_zk_raw \
                                           "$root"/build/dev/bench/dlock_bench_zk_raw "$root"/build/*/bench/dlock_bench_zk_raw)}"
-# shellcheck source=bench/lib.sh
-source "$here/lib.sh"
 py="$(python_with kazoo)"
 summary_py="$(command -v python3 || true)"
 [[ -n "$summary_py" ]] || { echo "zookeeper.sh: python3 is needed for the summary" >&2; exit 64; }

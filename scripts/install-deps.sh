@@ -14,6 +14,7 @@
 # libasio-dev: standalone Asio for dlock/asio.h's coroutine tests (the library does not need it).
 # python3-tooz: the file:// benchmark's peer (bench/peers/tooz_peer.py).
 # python3-psycopg2: tooz's postgresql driver, bench/postgres.sh's peer (the same tooz_peer.py).
+# python3-pymysql: tooz's mysql driver, bench/mysql.sh's peer (the same tooz_peer.py).
 # libpq-dev, postgresql: the postgres:// backend and the throw-away server its tests start.
 # libmariadb-dev (MariaDB Connector/C) and mariadb-server: the mysql:// backend and
 # the server its tests start (scripts/mariadb-server.sh).
@@ -31,7 +32,7 @@ packages=(
   libpq-dev postgresql
   libcli11-dev nlohmann-json3-dev
   libhiredis-dev redis-server redis-tools
-  python3 python3-redis python3-tooz python3-psycopg2
+  python3 python3-redis python3-tooz python3-psycopg2 python3-pymysql
   zookeeper libzookeeper-mt-dev libslf4j-java
   default-jdk-headless libcurator-recipes-java python3-kazoo
   doxygen python3-matplotlib

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""tooz's file or postgresql driver as a peer for `dlock bench` on the
-file:// and postgres:// backends.
+"""tooz's file, postgresql or mysql driver as a peer for `dlock bench` on
+the file://, postgres:// and mysql:// backends.
 
 Runs the contended workload with tooz's own lock and prints ONE JSON line
 with the field names of `dlock bench --json`, plus "peer": "tooz" and
-"variant": "file" or "postgresql".
+"variant": "file", "postgresql" or "mysql".
 
   file        (default) `file://DIR`, DIR a fresh temp dir: coordinator.get_lock(name)
               is fasteners' InterProcessLock, a POSIX record lock taken
@@ -19,6 +19,12 @@ with the field names of `dlock bench --json`, plus "peer": "tooz" and
               waiters); tooz's timed form retries pg_try_advisory_lock after
               waits growing from 1 s, too slow to compare. The server ends a
               wait after --seconds + 30 s (lock_timeout, through PGOPTIONS).
+  mysql       --url mysql://USER:PASSWORD@HOST:PORT/DB: MySQLLock (pymysql),
+              GET_LOCK(name, 0) on a connection opened for each acquisition
+              and closed by its release; a try that finds the lock taken is
+              retried after a sleep (tooz's retry: 1 s), blocking or timed
+              alike. Acquired with a timeout (the time left), which bounds
+              the retries.
 
   contended  P processes (default 4) x T threads (default 2), one
              coordinator per process, on one lock; inside it a non-atomic
@@ -45,6 +51,7 @@ import threading
 import time
 
 try:
+    import tenacity
     import tooz
     from tooz import coordination
 except ImportError:
@@ -71,7 +78,7 @@ def process_main(cfg, index, shared, out):
         try:
             while slot["ops"] < cfg.max_ops:
                 t0 = time.monotonic()
-                if t0 >= deadline or not lock.acquire(blocking=True if cfg.server_waits else deadline - t0):
+                if t0 >= deadline or not acquire(lock, True if cfg.server_waits else deadline - t0):
                     break
                 t1 = time.monotonic()
                 if shared["last_pid"].value != me:  # read, write: correct only if the lock excludes
@@ -108,6 +115,15 @@ def process_main(cfg, index, shared, out):
     out.close()
     out.join_thread()
     os._exit(0 if not errors else 70)
+
+
+def acquire(lock, blocking):
+    """lock.acquire(blocking): True, or False if a timed acquire ran out of time (tooz's mysql driver
+    says so by raising tenacity's RetryError)."""
+    try:
+        return lock.acquire(blocking=blocking)
+    except tenacity.RetryError:
+        return False
 
 
 def contended(cfg):
@@ -148,8 +164,8 @@ def main():
     ap.add_argument("--max-ops", type=int, default=1_000_000, help="per thread (default 1000000)")
     ap.add_argument("--work-us", type=float, default=0.0, help="sleep inside the lock, in us (default 0)")
     ap.add_argument("--dir", default=None, help="file: where the temp lock directory goes (default: the system's)")
-    ap.add_argument("--url", default=None, help="postgresql://USER:PASSWORD@HOST:PORT/DB: tooz's postgresql driver "
-                                               "on that server (default: the file driver)")
+    ap.add_argument("--url", default=None, help="postgresql://USER:PASSWORD@HOST:PORT/DB or mysql://...: tooz's "
+                                               "postgresql or mysql driver on that server (default: the file driver)")
     cfg = ap.parse_args()
     if not 0 < cfg.seconds <= 600 or cfg.max_ops < 1 or cfg.work_us < 0:
         ap.error("--seconds must be in (0, 600], --max-ops >= 1 and --work-us >= 0")
@@ -157,8 +173,12 @@ def main():
         ap.error("--processes and --threads must be in [1, 64]")
     if cfg.url is not None:
         scheme, sep, rest = cfg.url.partition("://")
+        if sep and scheme == "mysql":
+            cfg.url, cfg.variant, cfg.server_waits = "mysql://" + rest.split("?")[0], "mysql", False
+            run(cfg)
+            return
         if not sep or scheme not in ("postgres", "postgresql"):
-            ap.error("--url must be postgresql://USER:PASSWORD@HOST:PORT/DB")
+            ap.error("--url must be postgresql://USER:PASSWORD@HOST:PORT/DB or mysql://USER:PASSWORD@HOST:PORT/DB")
         cfg.url, cfg.variant, cfg.server_waits = "postgresql://" + rest.split("?")[0], "postgresql", True
         # Bounds every server-side wait (libpq reads PGOPTIONS; tooz passes no options of its own).
         os.environ["PGOPTIONS"] = "-c lock_timeout=%d" % ((cfg.seconds + 2 * MARGIN_S) * 1000)

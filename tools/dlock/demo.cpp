@@ -98,7 +98,7 @@ int demo(const DemoArgs& args) {
   if (config.time_limit.count() <= 0) throw CLI::ValidationError("--time-limit: must be > 0");
 
   // pessimistic and optimistic need a database to keep the stock in.
-  const bool transactions = config.stock_in == "postgres";
+  const bool transactions = config.stock_in == "postgres" || config.stock_in == "mysql";
   std::vector<SaleMode> modes;
   for (const auto& m : args.modes) {
     auto mode = parse_sale_mode(m);
@@ -106,7 +106,7 @@ int demo(const DemoArgs& args) {
       throw CLI::ValidationError("--modes: unknown mode '" + m +
                                  "' (none, local, dlock, segmented, atomic, pessimistic, optimistic)");
     if (needs_transactions(*mode) && !transactions)
-      throw CLI::ValidationError("--modes: '" + m + "' needs the stock in a database (a postgres:// --backend); it is in " +
+      throw CLI::ValidationError("--modes: '" + m + "' needs the stock in a database (a postgres:// or mysql:// --backend); it is in " +
                                  config.stock_in);
     modes.push_back(*mode);
   }
@@ -179,7 +179,7 @@ void add_demo(CLI::App& app, int& status) {
       ->delimiter(',');
   cmd->add_option("--stock-in", args->stock_in,
                   "Where the stock lives: memory (shared by the worker processes), redis (the backend's server) or "
-                  "postgres (a db_stock table in the backend's database); default: the backend's store, else memory")
+                  "postgres or mysql (a db_stock table in the backend's database); default: the backend's store, else memory")
       ->check(CLI::IsMember(stock_store_kinds()));
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->footer("Exit status: 0; 1 if a protected mode (dlock, segmented, atomic, pessimistic, optimistic) did not sell\n"

@@ -6,14 +6,25 @@
 #include <stdexcept>
 #include <vector>
 
-#if defined(DLOCK_TOOL_WITH_REDIS) || defined(DLOCK_TOOL_WITH_POSTGRES)
+#if defined(DLOCK_TOOL_WITH_REDIS) || defined(DLOCK_TOOL_WITH_POSTGRES) || defined(DLOCK_TOOL_WITH_MYSQL)
 #include "core/url.h"
+#endif
+#if defined(DLOCK_TOOL_WITH_POSTGRES) || defined(DLOCK_TOOL_WITH_MYSQL)
+#include <functional>
+#include <variant>
 #endif
 #ifdef DLOCK_TOOL_WITH_REDIS
 #include <hiredis.h>
 #endif
 #ifdef DLOCK_TOOL_WITH_POSTGRES
+#include "backends/postgres/spelling.h"
+
 #include <libpq-fe.h>
+#endif
+#ifdef DLOCK_TOOL_WITH_MYSQL
+#include "backends/mysql/spelling.h"
+
+#include <mysql.h>
 #endif
 
 namespace dlock::cli {
@@ -95,8 +106,10 @@ class RedisConnection {
     if (!ctx_ || ctx_->err) throw std::runtime_error("stock store: cannot connect to " + url->redacted());
     redisSetTimeout(ctx_, timeout);
     if (url->password) {
-      if (url->user) command({"AUTH", *url->user, *url->password});
-      else command({"AUTH", *url->password});
+      if (url->user)
+        command({"AUTH", *url->user, *url->password});
+      else
+        command({"AUTH", *url->password});
     }
     std::string db = url->scheme == "redis+unix" ? (url->query.count("db") ? url->query.at("db") : "")
                                                  : (url->path.size() > 1 ? url->path.substr(1) : "");
@@ -114,13 +127,15 @@ class RedisConnection {
       argv.push_back(a.data());
       lens.push_back(a.size());
     }
-    auto* reply = static_cast<redisReply*>(
-        redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    auto* reply =
+        static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
     if (!reply) throw std::runtime_error("stock store: the Redis connection failed");
     std::int64_t out = 0;
     bool error = reply->type == REDIS_REPLY_ERROR;
-    if (reply->type == REDIS_REPLY_INTEGER) out = reply->integer;
-    else if (reply->type == REDIS_REPLY_STRING) out = std::stoll(std::string(reply->str, reply->len));
+    if (reply->type == REDIS_REPLY_INTEGER)
+      out = reply->integer;
+    else if (reply->type == REDIS_REPLY_STRING)
+      out = std::stoll(std::string(reply->str, reply->len));
     std::string message = error ? std::string(reply->str, reply->len) : "";
     freeReplyObject(reply);
     if (error) throw std::runtime_error("stock store: Redis said " + message);
@@ -194,25 +209,170 @@ class RedisStore final : public StockStore {
 
 #endif  // DLOCK_TOOL_WITH_REDIS
 
+#if defined(DLOCK_TOOL_WITH_POSTGRES) || defined(DLOCK_TOOL_WITH_MYSQL)
+
+// A statement's parameter: a number or a text.
+using SqlParam = std::variant<std::int64_t, std::string>;
+
+// One connection to the database of a SQL backend's URL (its dlock options
+// are not the client library's). Statements number their parameters ?1, ?2, ...
+class SqlStockConnection {
+ public:
+  virtual ~SqlStockConnection() = default;
+  // Runs `sql`; the first row's columns as numbers (empty if no row), and
+  // in `changed` the rows an UPDATE matched. Throws on an error.
+  virtual std::vector<std::int64_t> row(const std::string& sql, const std::vector<SqlParam>& params = {},
+                                        std::int64_t* changed = nullptr) = 0;
+  // Makes what the URL names and fill() needs first (PostgreSQL: its schema).
+  virtual void make_namespace() {}
+  // The first column of the first row (0 if none).
+  std::int64_t run(const std::string& sql, const std::vector<SqlParam>& params = {}, std::int64_t* changed = nullptr) {
+    auto first = row(sql, params, changed);
+    return first.empty() ? 0 : first[0];
+  }
+};
+
+// What a database spells its own way; the rest of the stock's SQL is common.
+struct StockSql {
+  const char* kind;    // "postgres", "mysql": the store's name
+  const char* begin;   // starts a transaction
+  const char* table;   // the documents' stock table, made if missing
+  const char* upsert;  // ?1 sku, ?2 stock: sets a cell, version 0
+  const char* clear;   // ?1 the stock's sku, ?2 the segments' prefix
+};
+
+using OpenStockConnection = std::function<std::unique_ptr<SqlStockConnection>()>;
+
+class SqlCell final : public StockCell {
+ public:
+  SqlCell(SqlStockConnection& connection, const StockSql& spelling, std::string sku)
+      : connection_(connection), spelling_(spelling), sku_(std::move(sku)) {}
+  std::int64_t read() override { return connection_.run("SELECT stock FROM db_stock WHERE sku = ?1", {sku_}); }
+  void write(std::int64_t value) override {
+    connection_.run("UPDATE db_stock SET stock = ?2 WHERE sku = ?1", {sku_, value});
+  }
+  bool take_if_positive() override {
+    std::int64_t changed = 0;
+    connection_.run("UPDATE db_stock SET stock = stock - 1 WHERE sku = ?1 AND stock > 0", {sku_}, &changed);
+    return changed == 1;
+  }
+  bool take_for_update(const std::function<void()>& work) override {
+    connection_.run(spelling_.begin);
+    try {
+      const std::int64_t left = connection_.run("SELECT stock FROM db_stock WHERE sku = ?1 FOR UPDATE", {sku_});
+      if (left > 0) {
+        work();
+        write(left - 1);
+      }
+      connection_.run("COMMIT");
+      return left > 0;
+    } catch (...) {
+      connection_.run("ROLLBACK");
+      throw;
+    }
+  }
+  bool take_optimistic(const std::function<void()>& work, std::uint64_t& retries) override {
+    for (;;) {
+      const auto seen = connection_.row("SELECT stock, version FROM db_stock WHERE sku = ?1", {sku_});
+      if (seen.size() != 2 || seen[0] <= 0) return false;
+      work();
+      std::int64_t changed = 0;
+      connection_.run("UPDATE db_stock SET stock = ?2, version = version + 1 WHERE sku = ?1 AND version = ?3",
+                      {sku_, seen[0] - 1, seen[1]}, &changed);
+      if (changed == 1) return true;
+      ++retries;  // someone sold in between: read again
+    }
+  }
+
+ private:
+  SqlStockConnection& connection_;
+  const StockSql& spelling_;
+  std::string sku_;
+};
+
+std::string segment_sku(const std::string& product, int i) { return product + ":stock:seg:" + std::to_string(i); }
+
+class SqlView final : public StockView {
+ public:
+  SqlView(std::unique_ptr<SqlStockConnection> connection, const StockSql& spelling, const std::string& product)
+      : connection_(std::move(connection)), stock_(*connection_, spelling, product + ":stock") {
+    for (int i = 0; i < max_segments; ++i) segments_.emplace_back(*connection_, spelling, segment_sku(product, i));
+  }
+  StockCell& stock() override { return stock_; }
+  StockCell& segment(int i) override { return segments_.at(static_cast<std::size_t>(i)); }
+
+ private:
+  std::unique_ptr<SqlStockConnection> connection_;
+  SqlCell stock_;
+  std::vector<SqlCell> segments_;
+};
+
+class SqlStore final : public StockStore {
+ public:
+  SqlStore(OpenStockConnection open, const StockSql& spelling, std::string product)
+      : open_(std::move(open)), spelling_(spelling), product_(std::move(product)) {}
+  void fill(std::int64_t stock, int segments) override {
+    auto c = open_();
+    c->make_namespace();
+    c->run(spelling_.table);
+    c->run(spelling_.upsert, {product_ + ":stock", segments ? 0 : stock});
+    for (int i = 0; i < segments; ++i)
+      c->run(spelling_.upsert, {segment_sku(product_, i), stock / segments + (i < stock % segments ? 1 : 0)});
+  }
+  std::int64_t left(int segments) override {
+    auto c = open_();
+    std::int64_t sum = c->run("SELECT stock FROM db_stock WHERE sku = ?1", {product_ + ":stock"});
+    for (int i = 0; i < segments; ++i)
+      sum += c->run("SELECT stock FROM db_stock WHERE sku = ?1", {segment_sku(product_, i)});
+    return sum;
+  }
+  std::unique_ptr<StockView> view() override { return std::make_unique<SqlView>(open_(), spelling_, product_); }
+  void clear(int) override { open_()->run(spelling_.clear, {product_ + ":stock", product_ + ":stock:seg:"}); }
+  const char* kind() const override { return spelling_.kind; }
+
+ private:
+  OpenStockConnection open_;
+  const StockSql& spelling_;
+  std::string product_;
+};
+
+// The parts of a SQL backend's URL the stock's connection uses.
+detail::Url parse_sql_url(const std::string& url_text) {
+  auto url = detail::parse_url(url_text);
+  if (!url) throw std::runtime_error(url.status().message());
+  return *url;
+}
+
+#endif  // DLOCK_TOOL_WITH_POSTGRES || DLOCK_TOOL_WITH_MYSQL
+
 #ifdef DLOCK_TOOL_WITH_POSTGRES
 
-// One libpq connection to the database of a postgres:// URL (its dlock
-// options are not libpq's: only host, port, database, user, password and
-// schema are used).
-class PgStockConnection {
+constexpr StockSql postgres_stock = {
+    .kind = "postgres",
+    .begin = "BEGIN",
+    .table =
+        "CREATE TABLE IF NOT EXISTS db_stock (sku TEXT PRIMARY KEY, stock BIGINT NOT NULL, version BIGINT NOT NULL)",
+    .upsert =
+        "INSERT INTO db_stock (sku, stock, version) VALUES (?1, ?2, 0) "
+        "ON CONFLICT (sku) DO UPDATE SET stock = excluded.stock, version = 0",
+    .clear = "DELETE FROM db_stock WHERE sku = ?1 OR starts_with(sku, ?2)",
+};
+
+// One libpq connection to the database of a postgres:// URL: host, port,
+// database, user, password and schema (made if missing) are used.
+class PgStockConnection final : public SqlStockConnection {
  public:
   explicit PgStockConnection(const std::string& url_text) {
-    auto url = detail::parse_url(url_text);
-    if (!url) throw std::runtime_error(url.status().message());
+    const detail::Url url = parse_sql_url(url_text);
     std::vector<std::pair<std::string, std::string>> params = {
-        {"host", url->endpoints.empty() ? "" : url->endpoints[0].host},
-        {"port", std::to_string(url->endpoints.empty() ? 5432 : url->endpoints[0].port.value_or(5432))},
-        {"dbname", url->path.size() > 1 ? url->path.substr(1) : ""},
+        {"host", url.endpoints.empty() ? "" : url.endpoints[0].host},
+        {"port", std::to_string(url.endpoints.empty() ? 5432 : url.endpoints[0].port.value_or(5432))},
+        {"dbname", url.path.size() > 1 ? url.path.substr(1) : ""},
         {"connect_timeout", "10"}};
-    if (url->user) params.emplace_back("user", *url->user);
-    if (url->password) params.emplace_back("password", *url->password);
-    if (auto schema = url->query.find("schema"); schema != url->query.end()) {
-      schema_ = schema->second;
+    if (url.user) params.emplace_back("user", *url.user);
+    if (url.password) params.emplace_back("password", *url.password);
+    if (auto it = url.query.find("schema"); it != url.query.end()) {
+      schema_ = it->second;
       if (schema_.empty() || schema_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
         throw std::runtime_error("stock store: schema '" + schema_ + "' must be lower-case letters, digits or '_'");
       params.emplace_back("options", "-c search_path=" + schema_);
@@ -225,32 +385,32 @@ class PgStockConnection {
     keys.push_back(nullptr);
     values.push_back(nullptr);
     conn_ = PQconnectdbParams(keys.data(), values.data(), 0);
-    if (PQstatus(conn_) != CONNECTION_OK)
-      throw std::runtime_error("stock store: cannot connect to " + url->redacted() + ": " + PQerrorMessage(conn_));
-    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      const std::string why = PQerrorMessage(conn_);
+      PQfinish(conn_);
+      throw std::runtime_error("stock store: cannot connect to " + url.redacted() + ": " + why);
+    }
+    PQsetNoticeProcessor(
+        conn_, [](void*, const char*) {}, nullptr);
   }
-  ~PgStockConnection() { PQfinish(conn_); }
-
-  // The URL's schema=, or empty.
-  const std::string& schema() const noexcept { return schema_; }
+  ~PgStockConnection() override { PQfinish(conn_); }
   PgStockConnection(const PgStockConnection&) = delete;
   PgStockConnection& operator=(const PgStockConnection&) = delete;
 
-  // Runs `sql`; the first column of the first row (0 if none), and in
-  // `changed` the rows an UPDATE changed. Throws on an error.
-  std::int64_t run(const std::string& sql, const std::vector<std::string>& params = {},
-                   std::int64_t* changed = nullptr) {
-    auto first = row(sql, params, changed);
-    return first.empty() ? 0 : first[0];
+  void make_namespace() override {
+    if (!schema_.empty()) run("CREATE SCHEMA IF NOT EXISTS " + schema_);
   }
 
-  // The first row's columns as numbers (empty if no row).
-  std::vector<std::int64_t> row(const std::string& sql, const std::vector<std::string>& params,
-                                std::int64_t* changed = nullptr) {
+  std::vector<std::int64_t> row(const std::string& sql, const std::vector<SqlParam>& params,
+                                std::int64_t* changed) override {
+    std::vector<std::string> texts;
+    for (const auto& p : params)
+      texts.push_back(std::holds_alternative<std::string>(p) ? std::get<std::string>(p)
+                                                             : std::to_string(std::get<std::int64_t>(p)));
     std::vector<const char*> values;
-    for (const auto& p : params) values.push_back(p.c_str());
-    PGresult* r = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                               nullptr, 0);
+    for (const auto& t : texts) values.push_back(t.c_str());
+    PGresult* r = PQexecParams(conn_, detail::postgres::numbered(sql).c_str(), static_cast<int>(values.size()), nullptr,
+                               values.data(), nullptr, nullptr, 0);
     const auto status = PQresultStatus(r);
     if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
       std::string message = PQresultErrorMessage(r);
@@ -267,117 +427,90 @@ class PgStockConnection {
 
  private:
   PGconn* conn_ = nullptr;
-  std::string schema_;
-};
-
-// The documents' stock table.
-constexpr const char* stock_table =
-    "CREATE TABLE IF NOT EXISTS db_stock (sku TEXT PRIMARY KEY, stock BIGINT NOT NULL, version BIGINT NOT NULL)";
-
-class PgCell final : public StockCell {
- public:
-  PgCell(PgStockConnection& connection, std::string sku) : connection_(connection), sku_(std::move(sku)) {}
-  std::int64_t read() override { return connection_.run("SELECT stock FROM db_stock WHERE sku = $1", {sku_}); }
-  void write(std::int64_t value) override {
-    connection_.run("UPDATE db_stock SET stock = $2 WHERE sku = $1", {sku_, std::to_string(value)});
-  }
-  bool take_if_positive() override {
-    std::int64_t changed = 0;
-    connection_.run("UPDATE db_stock SET stock = stock - 1 WHERE sku = $1 AND stock > 0", {sku_}, &changed);
-    return changed == 1;
-  }
-  bool take_for_update(const std::function<void()>& work) override {
-    connection_.run("BEGIN");
-    try {
-      const std::int64_t left = connection_.run("SELECT stock FROM db_stock WHERE sku = $1 FOR UPDATE", {sku_});
-      if (left > 0) {
-        work();
-        write(left - 1);
-      }
-      connection_.run("COMMIT");
-      return left > 0;
-    } catch (...) {
-      connection_.run("ROLLBACK");
-      throw;
-    }
-  }
-  bool take_optimistic(const std::function<void()>& work, std::uint64_t& retries) override {
-    for (;;) {
-      const auto seen = connection_.row("SELECT stock, version FROM db_stock WHERE sku = $1", {sku_});
-      if (seen.size() != 2 || seen[0] <= 0) return false;
-      work();
-      std::int64_t changed = 0;
-      connection_.run("UPDATE db_stock SET stock = $2, version = version + 1 WHERE sku = $1 AND version = $3",
-                      {sku_, std::to_string(seen[0] - 1), std::to_string(seen[1])}, &changed);
-      if (changed == 1) return true;
-      ++retries;  // someone sold in between: read again
-    }
-  }
-
- private:
-  PgStockConnection& connection_;
-  std::string sku_;
-};
-
-class PgView final : public StockView {
- public:
-  PgView(const std::string& url, const std::string& product) : connection_(url), stock_(connection_, product + ":stock") {
-    for (int i = 0; i < max_segments; ++i) segments_.emplace_back(connection_, segment_sku(product, i));
-  }
-  StockCell& stock() override { return stock_; }
-  StockCell& segment(int i) override { return segments_.at(static_cast<std::size_t>(i)); }
-  static std::string segment_sku(const std::string& product, int i) { return product + ":stock:seg:" + std::to_string(i); }
-
- private:
-  PgStockConnection connection_;
-  PgCell stock_;
-  std::vector<PgCell> segments_;
-};
-
-class PgStore final : public StockStore {
- public:
-  PgStore(std::string url, std::string product) : url_(std::move(url)), product_(std::move(product)) {}
-  void fill(std::int64_t stock, int segments) override {
-    PgStockConnection c(url_);
-    if (!c.schema().empty()) c.run("CREATE SCHEMA IF NOT EXISTS " + c.schema());
-    c.run(stock_table);
-    auto put = [&](const std::string& sku, std::int64_t n) {
-      c.run("INSERT INTO db_stock (sku, stock, version) VALUES ($1, $2, 0) "
-            "ON CONFLICT (sku) DO UPDATE SET stock = excluded.stock, version = 0",
-            {sku, std::to_string(n)});
-    };
-    put(product_ + ":stock", segments ? 0 : stock);
-    for (int i = 0; i < segments; ++i)
-      put(PgView::segment_sku(product_, i), stock / segments + (i < stock % segments ? 1 : 0));
-  }
-  std::int64_t left(int segments) override {
-    PgStockConnection c(url_);
-    std::int64_t sum = c.run("SELECT stock FROM db_stock WHERE sku = $1", {product_ + ":stock"});
-    for (int i = 0; i < segments; ++i)
-      sum += c.run("SELECT stock FROM db_stock WHERE sku = $1", {PgView::segment_sku(product_, i)});
-    return sum;
-  }
-  std::unique_ptr<StockView> view() override { return std::make_unique<PgView>(url_, product_); }
-  void clear(int) override {
-    PgStockConnection c(url_);
-    c.run("DELETE FROM db_stock WHERE sku = $1 OR starts_with(sku, $2)", {product_ + ":stock", product_ + ":stock:seg:"});
-  }
-  const char* kind() const override { return "postgres"; }
-
- private:
-  std::string url_, product_;
+  std::string schema_;  // the URL's schema=, or empty
 };
 
 #endif  // DLOCK_TOOL_WITH_POSTGRES
 
+#ifdef DLOCK_TOOL_WITH_MYSQL
+
+constexpr StockSql mysql_stock = {
+    .kind = "mysql",
+    .begin = "START TRANSACTION",
+    .table =
+        "CREATE TABLE IF NOT EXISTS db_stock (sku VARBINARY(255) PRIMARY KEY, stock BIGINT NOT NULL, "
+        "version BIGINT NOT NULL) ENGINE=InnoDB",
+    .upsert =
+        "INSERT INTO db_stock (sku, stock, version) VALUES (?1, ?2, 0) "
+        "ON DUPLICATE KEY UPDATE stock = VALUES(stock), version = 0",
+    .clear = "DELETE FROM db_stock WHERE sku = ?1 OR LEFT(sku, LENGTH(?2)) = ?2",
+};
+
+// One Connector/C connection to the database of a mysql:// URL: host,
+// port, database, user and password are used. Parameters are written into
+// the text as literals, as the mysql:// backend writes them.
+class MyStockConnection final : public SqlStockConnection {
+ public:
+  explicit MyStockConnection(const std::string& url_text) : mysql_(mysql_init(nullptr)) {
+    if (!mysql_) throw std::runtime_error("stock store: out of memory");
+    const detail::Url url = parse_sql_url(url_text);
+    const unsigned tcp = MYSQL_PROTOCOL_TCP, timeout = 10;
+    mysql_options(mysql_, MYSQL_OPT_PROTOCOL, &tcp);
+    mysql_options(mysql_, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
+    const std::string host = url.endpoints.empty() ? "" : url.endpoints[0].host;
+    const std::string database = url.path.size() > 1 ? url.path.substr(1) : "";
+    if (!mysql_real_connect(mysql_, host.c_str(), url.user.value_or("").c_str(),
+                            url.password ? url.password->c_str() : nullptr, database.c_str(),
+                            url.endpoints.empty() ? 3306 : url.endpoints[0].port.value_or(3306), nullptr,
+                            CLIENT_FOUND_ROWS)) {
+      const std::string why = mysql_error(mysql_);
+      mysql_close(mysql_);
+      throw std::runtime_error("stock store: cannot connect to " + url.redacted() + ": " + why);
+    }
+  }
+  ~MyStockConnection() override { mysql_close(mysql_); }
+  MyStockConnection(const MyStockConnection&) = delete;
+  MyStockConnection& operator=(const MyStockConnection&) = delete;
+
+  std::vector<std::int64_t> row(const std::string& sql, const std::vector<SqlParam>& params,
+                                std::int64_t* changed) override {
+    std::vector<detail::sql::Param> literals;
+    for (const auto& p : params) {
+      if (const auto* text = std::get_if<std::string>(&p))
+        literals.emplace_back(std::string_view(*text));
+      else
+        literals.emplace_back(std::get<std::int64_t>(p));
+    }
+    const std::string text = detail::mysql::with_params(sql, literals);
+    if (mysql_real_query(mysql_, text.data(), text.size()) != 0)
+      throw std::runtime_error(std::string("stock store: the server said ") + mysql_error(mysql_));
+    std::vector<std::int64_t> out;
+    MYSQL_RES* result = mysql_store_result(mysql_);
+    if (result) {
+      if (MYSQL_ROW r = mysql_fetch_row(result))
+        for (unsigned c = 0; c < mysql_num_fields(result); ++c) out.push_back(r[c] ? std::atoll(r[c]) : 0);
+      mysql_free_result(result);
+    } else if (mysql_field_count(mysql_) != 0) {
+      throw std::runtime_error(std::string("stock store: the server said ") + mysql_error(mysql_));
+    }
+    if (changed) *changed = static_cast<std::int64_t>(mysql_affected_rows(mysql_));
+    return out;
+  }
+
+ private:
+  MYSQL* mysql_;
+};
+
+#endif  // DLOCK_TOOL_WITH_MYSQL
+
 }  // namespace
 
 bool StockCell::take_for_update(const std::function<void()>&) {
-  throw std::runtime_error("pessimistic: this stock store has no transactions (use a postgres:// backend)");
+  throw std::runtime_error("pessimistic: this stock store has no transactions (use a postgres:// or mysql:// backend)");
 }
 
 bool StockCell::take_optimistic(const std::function<void()>&, std::uint64_t&) {
-  throw std::runtime_error("optimistic: this stock store has no transactions (use a postgres:// backend)");
+  throw std::runtime_error("optimistic: this stock store has no transactions (use a postgres:// or mysql:// backend)");
 }
 
 std::size_t memory_store_bytes() { return sizeof(MemoryCells); }
@@ -389,7 +522,14 @@ std::unique_ptr<StockStore> open_stock_store(const std::string& kind, void* shar
   if (kind == "redis") return std::make_unique<RedisStore>(store_url, product);
 #endif
 #ifdef DLOCK_TOOL_WITH_POSTGRES
-  if (kind == "postgres") return std::make_unique<PgStore>(store_url, product);
+  if (kind == "postgres")
+    return std::make_unique<SqlStore>([store_url] { return std::make_unique<PgStockConnection>(store_url); },
+                                      postgres_stock, product);
+#endif
+#ifdef DLOCK_TOOL_WITH_MYSQL
+  if (kind == "mysql")
+    return std::make_unique<SqlStore>([store_url] { return std::make_unique<MyStockConnection>(store_url); },
+                                      mysql_stock, product);
 #endif
   (void)store_url;
   (void)product;
@@ -403,6 +543,9 @@ std::string default_stock_store(const std::string& backend) {
 #ifdef DLOCK_TOOL_WITH_POSTGRES
   if (backend.starts_with("postgres://") || backend.starts_with("postgresql://")) return "postgres";
 #endif
+#ifdef DLOCK_TOOL_WITH_MYSQL
+  if (backend.starts_with("mysql://")) return "mysql";
+#endif
   (void)backend;
   return "memory";
 }
@@ -414,6 +557,9 @@ std::vector<std::string> stock_store_kinds() {
 #endif
 #ifdef DLOCK_TOOL_WITH_POSTGRES
   kinds.push_back("postgres");
+#endif
+#ifdef DLOCK_TOOL_WITH_MYSQL
+  kinds.push_back("mysql");
 #endif
   return kinds;
 }

@@ -1,10 +1,10 @@
 // stock_store.h — where the flash sale keeps its stock.
 //
 // "memory": a file mapped MAP_SHARED by every worker process (the default
-// for the one-host backends). "postgres": a row per cell in the table
-// db_stock (sku, stock, version) of the backend's database (the default for
-// postgres:// backends), where the database alone can also protect the
-// stock: a row lock (pessimistic), a version check (optimistic) or one
+// for the one-host backends). "postgres" and "mysql": a row per cell in the
+// table db_stock (sku, stock, version) of the backend's database (the
+// default for postgres:// and mysql:// backends), where the database alone
+// can also protect the stock: a row lock (pessimistic), a version check (optimistic) or one
 // conditional UPDATE (atomic). "redis": keys in the Redis server the lock
 // backend already uses (the default for redis:// backends), so the sale
 // does what a real service does — GET, work, SET in the shared store — and
@@ -65,13 +65,13 @@ class StockStore {
 
 // `kind` is "memory" (cells live at `shared`, an area of at least
 // memory_store_bytes() mapped by every worker), "redis" (keys named after
-// `product` in the server of `store_url`) or "postgres" (rows of the table
-// db_stock in the database of `store_url`). Throws std::runtime_error.
+// `product` in the server of `store_url`), "postgres" or "mysql" (rows of the
+// table db_stock in the database of `store_url`). Throws std::runtime_error.
 std::unique_ptr<StockStore> open_stock_store(const std::string& kind, void* shared, const std::string& store_url,
                                              const std::string& product);
 std::size_t memory_store_bytes();
 
-// "redis" or "postgres" if `backend` is such a URL and this build can talk
+// "redis", "postgres" or "mysql" if `backend` is such a URL and this build can talk
 // to that store, else "memory".
 std::string default_stock_store(const std::string& backend);
 // The stores this build has.

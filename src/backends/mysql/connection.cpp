@@ -1,6 +1,7 @@
 #include "backends/mysql/connection.h"
 
 #include "backends/mysql/errors.h"
+#include "backends/mysql/spelling.h"
 
 #include <mysql.h>
 #include <poll.h>
@@ -19,37 +20,6 @@ int millis_until(steady::time_point deadline) {
 // Whole seconds, at least 1: what the server's timeouts take.
 std::string seconds(std::chrono::milliseconds d) {
   return std::to_string(std::max<std::int64_t>(1, (d.count() + 999) / 1000));
-}
-
-// The recipe's ?N as a literal: numbers in decimal, texts as X'hex'.
-void append_literal(std::string& out, const sql::Param& p) {
-  if (const auto* number = std::get_if<std::int64_t>(&p)) {
-    out += std::to_string(*number);
-    return;
-  }
-  static constexpr char digits[] = "0123456789abcdef";
-  out += "X'";
-  for (unsigned char c : std::get<std::string_view>(p)) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  out += '\'';
-}
-
-// `text` with every ?N replaced by params[N-1].
-std::string with_params(std::string_view text, const std::vector<sql::Param>& params) {
-  std::string out;
-  out.reserve(text.size() + 64);
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '?' && i + 1 < text.size() && text[i + 1] >= '1' && text[i + 1] <= '9') {
-      std::size_t n = 0;
-      while (i + 1 < text.size() && text[i + 1] >= '0' && text[i + 1] <= '9') n = n * 10 + (text[++i] - '0');
-      if (n <= params.size()) append_literal(out, params[n - 1]);
-      continue;
-    }
-    out += text[i];
-  }
-  return out;
 }
 
 sql::Rows rows_of(MYSQL_RES* result) {

@@ -33,6 +33,7 @@
 #include "backends/mysql/bell.h"
 #include "backends/mysql/connection.h"
 #include "backends/mysql/session_locks.h"
+#include "backends/mysql/spelling.h"
 #include "backends/sql/server_options.h"
 #include "backends/sql/slot_pool.h"
 #include "backends/sql/table_backend.h"
@@ -45,46 +46,6 @@ namespace dlock::detail {
 namespace {
 
 using namespace mysql;
-
-// MySQL spells upserts ON DUPLICATE KEY UPDATE (which locks the row it
-// finds, as ON CONFLICT does), and has no RETURNING.
-constexpr sql::Override overrides[] = {
-    {sql::Stmt::lock_fence,
-     "INSERT INTO dlock_fences (name, kind, last_token, permits) VALUES (?1, ?2, 0, ?3) "
-     "ON DUPLICATE KEY UPDATE last_token = last_token"},
-    {sql::Stmt::insert_hold,
-     "INSERT INTO dlock_holds (name, kind, owner, mode, token, expires_at, data, holder) "
-     "VALUES (?1, ?2, ?3, ?4, ?5, {now} + ?6, ?7, ?8) ON DUPLICATE KEY UPDATE "
-     "token = VALUES(token), expires_at = VALUES(expires_at), data = VALUES(data), holder = VALUES(holder)"},
-    // INSERT ... SELECT: MySQL refuses a VALUES subquery on the table it
-    // inserts into.
-    {sql::Stmt::enqueue,
-     "INSERT INTO dlock_waiters (name, kind, owner, mode, since, expires_at, wake, lease, data, holder) "
-     "SELECT ?1, ?2, ?3, ?4, CASE WHEN MAX(since) IS NULL OR MAX(since) < {now} THEN {now} ELSE MAX(since) + 1 END, "
-     "{now} + ?5, ?6, ?7, ?8, ?9 FROM dlock_waiters WHERE name = ?1 AND kind = ?2 ON DUPLICATE KEY UPDATE "
-     "mode = VALUES(mode), expires_at = VALUES(expires_at), wake = VALUES(wake), lease = VALUES(lease), "
-     "data = VALUES(data), holder = VALUES(holder)"},
-    {sql::Stmt::ping, "INSERT INTO dlock_ping (id, at) VALUES (1, {now}) ON DUPLICATE KEY UPDATE at = VALUES(at)"},
-    {sql::Stmt::lock_count,
-     "INSERT INTO dlock_counts (name, kind, value, width) VALUES (?1, ?2, ?3, ?4) "
-     "ON DUPLICATE KEY UPDATE value = value"},
-};
-
-const sql::DialectSpelling spelling = {
-    .name = "mysql",
-    .begin = "START TRANSACTION",
-    // The session's time zone is UTC (connection.cpp).
-    .now_ms = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
-    // On VARBINARY, LEFT and LENGTH count bytes.
-    .starts_with = "LEFT(name, LENGTH(?1)) = ?1",
-    .text_type = "BLOB",
-    .table_suffix = " ENGINE=InnoDB",
-    .notify_heads = "",
-    // Names are at most 512 bytes; four such keys fit InnoDB's 3072.
-    .key_type = "VARBINARY(512)",
-    .returning = false,
-    .overrides = overrides,
-};
 
 struct Config {
   ConnectInfo connect;

@@ -11,6 +11,7 @@
 // trip as the lock (LAST_INSERT_ID(expr) hands the new value back).
 #include "backends/mysql/session_locks.h"
 
+#include "backends/mysql/spelling.h"
 #include "backends/sql/session_locks.h"
 
 #include <thread>
@@ -32,11 +33,7 @@ class MySessionConnection final : public sql::SessionConnection {
   bool broken() const noexcept override { return conn_->broken(); }
 
   Result<std::int64_t> key_of(const std::string& name) override {
-    // On a duplicate, LAST_INSERT_ID(id) hands back the existing row's id.
-    auto out = conn_->exec(
-        "INSERT INTO dlock_session_keys (name) VALUES (?1) ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id); "
-        "SELECT LAST_INSERT_ID()",
-        {name}, "looking up '" + name + "'");
+    auto out = conn_->exec(session_key_of, {name}, "looking up '" + name + "'");
     if (!out) return out.status();
     if (out->size() != 2 || out->back().empty() || out->back().integer(0, 0) <= 0)
       return Status(errc::internal, "mysql backend: no id for '" + name + "'");
@@ -46,16 +43,10 @@ class MySessionConnection final : public sql::SessionConnection {
   // One round trip: the lock (waiting up to `wait` in the server's queue),
   // and if it was granted the next token and the lease as the session's
   // idle limit.
-  Result<std::optional<std::int64_t>> lock(std::int64_t key, const LockRequest& request,
-                                           milliseconds wait) override {
+  Result<std::optional<std::int64_t>> lock(std::int64_t key, const LockRequest& request, milliseconds wait) override {
     const std::string lock_name = lock_name_of(key);
     auto out = conn_->exec(
-        "SELECT GET_LOCK(?1, ?2 / 1000) INTO @dlock_got; "
-        "INSERT INTO dlock_fences (name, kind, last_token, permits) SELECT ?3, 'session', LAST_INSERT_ID(1), 0 "
-        "FROM DUAL WHERE @dlock_got = 1 ON DUPLICATE KEY UPDATE last_token = LAST_INSERT_ID(last_token + 1); "
-        "SET SESSION wait_timeout = IF(@dlock_got = 1, ?4, @@SESSION.wait_timeout); "
-        "SELECT @dlock_got, IF(@dlock_got = 1, LAST_INSERT_ID(), NULL)",
-        {lock_name, static_cast<std::int64_t>(wait.count()), request.name, whole_seconds(request.lease)},
+        session_lock, {lock_name, static_cast<std::int64_t>(wait.count()), request.name, whole_seconds(request.lease)},
         (wait.count() == 0 ? "acquiring '" : "waiting for '") + request.name + "'");
     if (!out) return out.status();
     const sql::Rows& got = out->back();
@@ -66,8 +57,7 @@ class MySessionConnection final : public sql::SessionConnection {
   }
 
   Result<bool> unlock(std::int64_t key, std::string_view step) override {
-    auto out = conn_->exec("SELECT RELEASE_LOCK(?1); SET SESSION wait_timeout = @@GLOBAL.wait_timeout",
-                           {lock_name_of(key)}, step);
+    auto out = conn_->exec(session_unlock, {lock_name_of(key)}, step);
     if (!out) return out.status();
     return !out->empty() && (*out)[0].integer(0, 0) == 1;
   }
