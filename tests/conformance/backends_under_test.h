@@ -153,7 +153,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   // wait behind a queue is not bounded as tightly as bounded_wait asks.
   all.push_back({"mysql",
                  [](const std::string& dir) { return server_url("mysql") + "_" + sql_identifier(dir).substr(0, 50); },
-                 false, true, false});  // a ring wakes every waiter of the client rung (mysql/bell.h)
+                 false, false, false});
   claim_table_recipe(all.back());
   // Session mode: GET_LOCK, whose wait the server queues and wakes.
   all.push_back({"mysql_session",

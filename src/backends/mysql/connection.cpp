@@ -118,17 +118,15 @@ Status MyConnection::drive(int status, Cont cont, std::string_view step) {
   while (status != 0) {
     const int timeout = millis_until(deadline_);
     if (timeout == 0) return fail(step, "no answer within ClientOptions::op_timeout");
-    pollfd fds[2] = {{mysql_get_socket(mysql_), 0, 0}, {stop_fd_, POLLIN, 0}};
-    pollfd& fd = fds[0];
+    pollfd fd{mysql_get_socket(mysql_), 0, 0};
     if (status & MYSQL_WAIT_READ) fd.events |= POLLIN;
     if (status & MYSQL_WAIT_WRITE) fd.events |= POLLOUT;
     if (status & MYSQL_WAIT_EXCEPT) fd.events |= POLLPRI;
     int wait = timeout;
     if (status & MYSQL_WAIT_TIMEOUT)
       wait = std::min<int>(wait, static_cast<int>(mysql_get_timeout_value_ms(mysql_)));
-    const int n = ::poll(fds, stop_fd_ >= 0 ? 2 : 1, wait);
+    const int n = ::poll(&fd, 1, wait);
     if (n < 0 && errno != EINTR) return fail(step, "poll failed");
-    if (n > 0 && fds[1].revents != 0) return fail(step, "stopped");
     int ready = 0;
     if (n > 0) {
       if (fd.revents & (POLLIN | POLLHUP | POLLERR)) ready |= MYSQL_WAIT_READ;

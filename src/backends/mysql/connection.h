@@ -43,9 +43,6 @@ class MyConnection final : public sql::PooledConnection {
 
   void set_deadline(steady::time_point deadline) noexcept override { deadline_ = deadline; }
   bool broken() const noexcept override { return broken_; }
-  // A descriptor that, once readable, ends the call under way (the
-  // connection is then broken): how another thread stops a long one.
-  void set_stop_fd(int fd) noexcept { stop_fd_ = fd; }
 
   Result<std::vector<sql::Rows>> run(std::span<const sql::Call> calls) override;
 
@@ -71,7 +68,6 @@ class MyConnection final : public sql::PooledConnection {
   const sql::Dialect* dialect_;
   std::string redacted_url_;
   steady::time_point deadline_{};
-  int stop_fd_ = -1;
   bool broken_ = false;
 };
 

@@ -26,11 +26,8 @@
 // session left idle inside a transaction after twice that.
 //
 // A batch is one multi-statement text: an acquire is two round trips
-// (look, then take or queue), a release one. There is no NOTIFY: a release
-// rings the waiters it frees (KILL QUERY of their client's sleeping
-// connection: bell.h), and waiters also poll with backoff, each attempt
-// keeping their place in the queue, for the rings a server refuses.
-#include "backends/mysql/bell.h"
+// (look, then take or queue), a release one. There is no NOTIFY: waiters
+// poll with backoff, each attempt keeping their place in the queue.
 #include "backends/mysql/connection.h"
 #include "backends/mysql/session_locks.h"
 #include "backends/mysql/spelling.h"
@@ -149,18 +146,15 @@ Result<std::unique_ptr<Backend>> open_mysql_backend(const Url& url, const Client
 
   config->table.holder_info = sql::this_process();
   config->table.max_backoff = options.max_backoff;
-  config->table.poll_with_wakeups = true;  // a ring may be refused (bell.h)
-  auto mailbox = std::make_shared<sql::Mailbox>();
-  return sql::make_table_backend(dialect, mailbox, config->table, [&](Events& events) -> Result<sql::Parts> {
-    auto bell = Bell::start(config->connect, mailbox, events);
-    if (!bell) return bell.status();
+  return sql::make_table_backend(dialect, std::make_shared<sql::Mailbox>(), config->table,
+                                 [&](Events& events) -> Result<sql::Parts> {
     auto open = [connect = config->connect](steady::time_point deadline)
         -> Result<std::unique_ptr<sql::PooledConnection>> {
       auto conn = MyConnection::open(connect, dialect.get(), deadline);
       if (!conn) return conn.status();
       return std::unique_ptr<sql::PooledConnection>(std::move(*conn));
     };
-    return sql::Parts{std::make_unique<sql::SlotPool>("mysql", open, config->pool, events), std::move(*bell)};
+    return sql::Parts{std::make_unique<sql::SlotPool>("mysql", open, config->pool, events), nullptr};
   });
 }
 

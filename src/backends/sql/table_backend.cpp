@@ -269,7 +269,7 @@ class TableBackend final : public Backend,
       if (slot) slot->set_queued(true);
       Busy b;
       if (d.retry_in != milliseconds::max()) b.holder_expires = steady::now() + d.retry_in;
-      if (slot && (!wakeups_ || config_.poll_with_wakeups))
+      if (slot && !wakeups_)
         b.holder_expires = std::min(b.holder_expires, steady::now() + poll_pause(request, queue));
       return Attempt(b);
     }

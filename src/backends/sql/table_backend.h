@@ -29,10 +29,6 @@ struct TableConfig {
   // Without wake-ups: the longest pause between a waiter's attempts
   // (ClientOptions::max_backoff); the pauses start at 1 ms, with jitter.
   std::chrono::milliseconds max_backoff{100};
-  // Whether waiters also poll (with the pauses above) when there are
-  // wake-ups: where a wake-up is lost more often than on a rare failure
-  // (MySQL's, which a server may refuse to deliver).
-  bool poll_with_wakeups = false;
 };
 
 // What a database backend brings to the recipe. `wakeups` may be null:
