@@ -339,7 +339,8 @@ class QuorumBackend final : public Backend, public LockDriver {
     const std::string what = "unlock '" + request.name + "'";
     for (auto& [i, node_grant] : todo) {
       Node& node = nodes_[i];
-      node.worker.post([&node, req = held->request, node_grant, tally, need, what] {
+      // (Captured by an init-capture: clang before 16 cannot capture a structured binding.)
+      node.worker.post([&node, req = held->request, node_grant = node_grant, tally, need, what] {
         auto report = [tally, need, what](Status s) {
           std::function<void(Status)> finish;
           Status outcome;
