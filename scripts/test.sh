@@ -12,7 +12,8 @@
 #      (glibc's getaddrinfo_a runs lookups on a thread it starts itself, which
 #      TSan's runtime does not know and crashes in);
 #   4. the fuzzers (libFuzzer, clang, ASan + UBSan): URL, duration and name
-#      parsing, 20 s each from the committed seed corpus.
+#      parsing, and each networked backend's reading of its URL (redis,
+#      sentinel, zk, etcd), 20 s each from the committed seed corpus.
 # Usage: scripts/test.sh [--quick]   (--quick: only step 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,7 +51,7 @@ if ((quick == 0)); then
   done
   step "fuzz build: the fuzzers, a bounded time each"
   cmake --preset fuzz >/dev/null
-  cmake --build --preset fuzz -j "$jobs" --target fuzz_url fuzz_duration fuzz_names
+  cmake --build --preset fuzz -j "$jobs" --target fuzz_url fuzz_duration fuzz_names fuzz_backend_config
   ctest --preset fuzz -j "$jobs" --timeout 300
 fi
 step "all tests passed"
