@@ -109,13 +109,15 @@ class Mutex {
   // hold the lock is counted and otherwise ignored. Use unlock_checked() to
   // see the outcome.
   //
-  // On redis:// the release is sent and not waited for (one round trip
-  // less per critical section): the server runs it before anything this
-  // client sends after it on that connection, and its answer is read
-  // later — a failure is counted in stats().failed_releases and logged. The
-  // lock is free once the server has run it, which another process may not
-  // see for a moment after unlock() returns; a release that never arrives
-  // is a lease expiry. Other stores release before returning.
+  // On redis:// and zk:// the release is sent and not waited for (one round
+  // trip less per critical section): the store runs it before anything this
+  // client sends after it on that connection (ZooKeeper: that session), and
+  // its answer is read later — a failure is counted in
+  // stats().failed_releases and logged. The lock is free once the store has
+  // run it, which another process may not see for a moment after unlock()
+  // returns; a release that never arrives is a lease expiry (ZooKeeper: the
+  // client deletes the node once the ensemble answers again, or the session
+  // ends). Other stores release before returning.
   void unlock() noexcept;
 
   // unlock() that reports, and so waits for the store's answer on every

@@ -534,6 +534,36 @@ TEST_F(ZooKeeperFault, StoppedServerCallsFailWithinTheirTimeout) {
   EXPECT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/stopped") == 0; }, 5s));
 }
 
+// unlock() sends the delete and returns: a stopped server does not hold it
+// up (unlock_checked() waits, and fails within op_timeout). The delete runs
+// when the server resumes, and its answer is counted then.
+TEST_F(ZooKeeperFault, UnlockDoesNotWaitForTheServer) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  auto c = connect(zk.url() + root(), {.op_timeout = 1s});
+  auto m = c->mutex("async"), checked = c->mutex("checked");
+  m.lock();
+  checked.lock();
+  ::kill(zk.pid(0), SIGSTOP);
+  auto start = steady::now();
+  m.unlock();
+  const auto unlock_took = steady::now() - start;
+  start = steady::now();
+  EXPECT_EQ(checked.unlock_checked().code(), errc::unavailable);
+  const auto checked_took = steady::now() - start;
+  ::kill(zk.pid(0), SIGCONT);
+  EXPECT_LT(unlock_took, scaled(200ms)) << "unlock() waited for a stopped server";
+  EXPECT_GE(checked_took, 900ms) << "unlock_checked() did not wait for the answer";
+  auto other = connect(zk.url() + root());
+  auto taker = other->mutex("async");
+  EXPECT_TRUE(taker.try_lock_for(scaled(5s))) << "the delete sent by unlock() never ran";
+  taker.unlock();
+  EXPECT_TRUE(eventually([&] { return c->stats().releases == 1; }, scaled(5s)))
+      << "the answer to unlock()'s delete was not counted as a release";
+  EXPECT_EQ(c->stats().failed_releases, 1u);  // unlock_checked()'s, which gave up
+  EXPECT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/checked") == 0; }, scaled(5s)))
+      << "the node unlock_checked() gave up on was not deleted later";
+}
+
 TEST_F(ZooKeeperFault, SessionTimeoutTheEnsembleWontGrantIsRefused) {
   ZooKeeperEnsemble zk(dir_.path(), 1);  // maxSessionTimeout 10 s
   auto r = connect_checked(zk.url() + root() + "?session_timeout=30s");

@@ -309,7 +309,9 @@ TEST(ZooKeeperInterop, CuratorHoldsThenDlockWaitsAndGetsItOnRelease) {
       << "the token is not the czxid of dlock's node";
   EXPECT_GT(*token, static_cast<std::uint64_t>(held->czxid));
   EXPECT_TRUE(waiter.release());
-  EXPECT_TRUE(peek.children(lock.path).empty()) << "dlock's unlock left its node";
+  // unlock() sends the delete and returns: another session sees it applied
+  // a round trip later.
+  EXPECT_TRUE(peek.wait_children(lock.path, 0, scaled(2s)).empty()) << "dlock's unlock left its node";
 
   java->write_line("quit");
   EXPECT_EQ(java->wait(scaled(10s)), 0);

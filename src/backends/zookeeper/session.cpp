@@ -77,6 +77,7 @@ bool Call::wait_until(steady::time_point deadline) {
 }
 
 void Call::finish(int code, const char* created, const Stat* s, const String_vector* strings) {
+  Then then;
   {
     std::lock_guard lk(mu_);
     rc = code;
@@ -87,8 +88,11 @@ void Call::finish(int code, const char* created, const Stat* s, const String_vec
         for (int i = 0; i < strings->count; ++i) children.emplace_back(strings->data[i]);
     }
     done_ = true;
+    then = std::move(then_);
+    then_ = nullptr;
   }
   cv_.notify_all();
+  if (then) then(*this);
 }
 
 bool Signal::wait_until(steady::time_point until) {
@@ -299,8 +303,8 @@ void Session::on_watch(zhandle_t* zh, int type, int, const char* path, void* con
   else signal->notify(false);
 }
 
-CallPtr Session::call(steady::time_point deadline, Call::Issue how) {
-  auto c = std::make_shared<Call>(this, std::move(how));
+CallPtr Session::call(steady::time_point deadline, Call::Issue how, Call::Then then) {
+  auto c = std::make_shared<Call>(this, std::move(how), std::move(then));
   start(c, deadline);
   return c;
 }
@@ -318,7 +322,9 @@ void Session::start(const CallPtr& c, steady::time_point deadline) {
       if (rc != ZOK) delete data;
     }
     if (rc == ZOK) return;
-    if (rc != ZINVALIDSTATE || !reissue(c, deadline)) {
+    // A call nobody waits on (then_) is not carried into the next session:
+    // it would block its sender until that session is in place.
+    if (rc != ZINVALIDSTATE || c->then_ || !reissue(c, deadline)) {
       c->finish(rc, nullptr, nullptr, nullptr);
       return;
     }
@@ -541,6 +547,26 @@ Status Session::give_back(const std::string& node, const std::string& what) {
     return Status(errc::lock_lost, what + ": its node was already gone (force-released, or the session expired)");
   delete_later(node);
   return to_status(call->rc, what, node);
+}
+
+void Session::give_back_async(const std::string& node, const std::string& what, std::function<void(Status)> done) {
+  if (!unhold(node))
+    return done(Status(errc::lock_lost, what +
+                                            ": no longer ours (the session was suspended or expired, or the fixed "
+                                            "lease ran out); its node is deleted when the ensemble answers"));
+  const auto deadline = steady::now() + config_.op_timeout;
+  call(deadline,
+       [node](zhandle_t* zh, CallPtr* data) { return zoo_adelete(zh, node.c_str(), -1, on_void, data); },
+       [this, node, what, done = std::move(done)](const Call& c) {
+         if (c.rc == ZOK) return done({});
+         // Closing: the session ends and the ensemble deletes its nodes.
+         if (c.rc == ZCLOSING) return done({});
+         if (c.rc == ZNONODE || c.rc == ZINVALIDSTATE || c.rc == ZSESSIONEXPIRED)
+           return done(Status(errc::lock_lost,
+                              what + ": its node was already gone (force-released, or the session expired)"));
+         delete_later(node);  // the connection dropped before the answer: once it is back
+         done(to_status(c.rc, what, node));
+       });
 }
 
 void Session::discard(const std::string& node, steady::time_point deadline) {

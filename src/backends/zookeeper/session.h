@@ -49,7 +49,11 @@ using CallPtr = std::shared_ptr<Call>;
 class Call : public std::enable_shared_from_this<Call> {
  public:
   using Issue = std::function<int(zhandle_t*, CallPtr*)>;
-  Call(Session* session, Issue issue) : session_(session), issue_(std::move(issue)) {}
+  // `then`, if given, runs on the C client's completion thread with the
+  // first reply, whatever it is (no reissue: for calls nobody waits on).
+  using Then = std::function<void(const Call&)>;
+  Call(Session* session, Issue issue, Then then = {})
+      : session_(session), issue_(std::move(issue)), then_(std::move(then)) {}
 
   // false if no reply came by `deadline` (the call may still complete later).
   bool wait_until(steady::time_point deadline);
@@ -66,6 +70,7 @@ class Call : public std::enable_shared_from_this<Call> {
   friend class Session;
   Session* session_;
   Issue issue_;
+  Then then_;  // taken by the first finish()
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -195,6 +200,11 @@ class Session {
   // did not answer within op_timeout (it is then deleted later). `what`
   // starts the messages ("unlock 'orders'").
   Status give_back(const std::string& node, const std::string& what);
+  // The same without waiting: the delete is sent and `done` gets the
+  // outcome on the C client's completion thread. The ensemble runs a
+  // session's requests in order, so whatever this session sends next sees
+  // the node gone.
+  void give_back_async(const std::string& node, const std::string& what, std::function<void(Status)> done);
   // Deletes `node` when the ensemble can be reached, retrying; ends with the session.
   void delete_later(const std::string& node);
   // Deletes a node of ours we no longer want: now, if the ensemble answers
@@ -221,7 +231,7 @@ class Session {
   // The watcher context that routes `signal`'s watches to it (registers it once).
   void* watch_context(const std::shared_ptr<Signal>& signal);
   friend class Call;
-  CallPtr call(steady::time_point deadline, Call::Issue how);
+  CallPtr call(steady::time_point deadline, Call::Issue how, Call::Then then = {});
   // Issues `c` on the current handle; on an expired one, waits (until
   // `deadline`) for the monitor to open the next session and issues it there.
   void start(const CallPtr& c, steady::time_point deadline);

@@ -41,6 +41,7 @@
 #include "backends/zookeeper/semaphore.h"
 #include "backends/zookeeper/errors.h"
 #include "backends/zookeeper/session.h"
+#include "core/pending_replies.h"
 #include "core/queue_waiter.h"
 #include "core/registry.h"
 #include "core/validate.h"
@@ -252,6 +253,14 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   Status release(const LockRequest& request, Grant& grant) override {
     return session_.give_back(static_cast<NodeGrant&>(*grant.state).node, "unlock '" + request.name + "'");
   }
+
+  // Mutex::unlock(): the delete is sent, not waited for (see give_back_async).
+  void release_async(const LockRequest& request, Grant& grant, std::function<void(Status)> done) override {
+    session_.give_back_async(static_cast<NodeGrant&>(*grant.state).node, "unlock '" + request.name + "'",
+                             unanswered_.track(std::move(done)));
+  }
+
+  void flush(steady::time_point deadline) override { unanswered_.close(deadline); }
 
   // One exists() per lock, all in flight at once: one round trip per batch.
   void renew(std::span<Renewal> batch) override {
@@ -544,6 +553,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   }
 
   Session session_;
+  PendingReplies unanswered_;  // releases sent and not yet answered
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Contender>> contenders_;  // (owner, name)
   Counters counters_{session_};
