@@ -142,9 +142,6 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                  },
                  true, true, true});
   all.back().reports_remaining = false;
-  // Not yet: with two clients taking turns through futures while other
-  // tests run, an acquisition here never completed (alone it passes).
-  all.back().async = false;
 #endif
 #ifdef DLOCK_WITH_MYSQL
   // A database of its own per test (made by the first client). No NOTIFY:

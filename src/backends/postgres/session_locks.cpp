@@ -124,7 +124,16 @@ class PgSessionConnection final : public sql::SessionConnection {
     auto reset = conn_->exec("SET lock_timeout = " + std::to_string(op_timeout_.count()), step);
     if (!got && sqlstate != "55P03") return got.status();
     if (!reset) return reset.status();  // a lock it got dies with the connection
-    if (!got) return std::optional<std::int64_t>();  // not in time
+    if (!got) {
+      // Not in time — unless the lock was granted as the timeout fired:
+      // PostgreSQL then fails the statement and the session holds the lock
+      // all the same (a session-level lock outlives the failed statement).
+      // Taken for not acquired, it would stay with this connection, idle in
+      // the pool, and no one could have it until the client went.
+      auto held = holds(key, step);
+      if (!held) return held.status();
+      if (!*held) return std::optional<std::int64_t>();
+    }
     const std::string token_params[] = {request.name, std::to_string(request.lease.count())};
     auto token = conn_->query(
         "WITH t AS (INSERT INTO dlock_fences (name, kind, last_token, permits) VALUES ($1, 'session', 1, 0) "
@@ -133,6 +142,17 @@ class PgSessionConnection final : public sql::SessionConnection {
         token_params, "issuing a fencing token for '" + request.name + "'");
     if (!token) return token.status();
     return std::optional<std::int64_t>(token->integer(0, 0));
+  }
+
+  // Whether this session holds the lock `key` (pg_locks).
+  Result<bool> holds(std::int64_t key, std::string_view step) {
+    const std::string params[] = {class_id_->as_oid, std::to_string(key)};
+    auto out = conn_->query(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() "
+        "AND classid = $1::oid AND objid = $2::oid AND objsubid = 2 AND granted",
+        params, step);
+    if (!out) return out.status();
+    return out->integer(0, 0) > 0;
   }
 
   std::unique_ptr<PgConnection> conn_;
