@@ -74,6 +74,21 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
       return invalid(c, "master name '" + name + "' must be one word without '/' or spaces");
     c.master_name = name;
     if (Status s = take_db(); !s) return s;
+  } else if (url.scheme == "redis+cluster") {
+    if (url.endpoints.empty())
+      return invalid(c, "needs the seed nodes, e.g. redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002");
+    for (const auto& e : url.endpoints) {
+      Endpoint seed{e.host, e.port.value_or(6379)};
+      for (const auto& seen : c.seeds)
+        if (seen.host == seed.host && seen.port == seed.port)
+          return invalid(c, "seed " + seed.host + ":" + std::to_string(*seed.port) + " is listed twice (each node once)");
+      c.seeds.push_back(std::move(seed));
+    }
+    if (!url.path.empty() && url.path != "/")
+      return invalid(c, "takes no path (a cluster has database 0 only)");
+    if (query.count("db")) return invalid(c, "takes no db (a cluster has database 0 only)");
+    if (query.count("wait_replicas") || query.count("wait_timeout"))
+      return invalid(c, "wait_replicas is not available on redis+cluster (it is on redis+sentinel)");
   } else if (c.unix_socket) {
     if (!url.endpoints.empty())
       return invalid(c, "redis+unix takes no host; write redis+unix:///path/to/redis.sock (three slashes)");
