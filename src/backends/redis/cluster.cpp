@@ -249,6 +249,7 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
   // Rounds with a redirection (MOVED, ASK) are counted; TRYAGAIN and
   // CLUSTERDOWN are bounded by the deadline only.
   int redirects = 0;
+  std::set<std::string> scripted;  // nodes the scripts were loaded on in this call
   while (!todo.empty()) {
     if (redirects > max_redirects || steady::now() >= deadline) {
       const std::string why = redirects > max_redirects
@@ -262,6 +263,7 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
     auto map = slot_map();
     std::map<std::string, Group> groups;
     bool again = false, reread = false, redirected = false;
+    std::set<std::string> unscripted;  // nodes that answered NOSCRIPT in this round
     std::vector<Todo> next;
     for (const Todo& t : todo) {
       std::optional<Endpoint> at = t.ask;
@@ -301,6 +303,10 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
             next.push_back({t.index, std::nullopt});
             reread = true;
           }
+        } else if (is_noscript(reply.get()) && !scripted.count(where)) {
+          // A promoted replica (SCRIPT LOAD is not replicated): load them all there, once.
+          next.push_back(t);
+          unscripted.insert(where);
         } else if (error_starts(reply.get(), "TRYAGAIN") || error_starts(reply.get(), "CLUSTERDOWN")) {
           next.push_back(t);
           again = true;
@@ -311,6 +317,12 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
       }
       // The node failed us: the next call reads the map (a promoted replica).
       if (!got.failure.ok()) reread = true;
+    }
+    for (const std::string& where : unscripted) {
+      Batch loads;
+      for (Script script : all_scripts) loads.add({"SCRIPT", "LOAD", script_text(script)});
+      (void)pool(groups[where].at).run(loads, deadline, "loading the scripts");
+      scripted.insert(where);
     }
     if (redirected) ++redirects;
     if (reread) (void)refresh(deadline, nullptr);

@@ -17,7 +17,8 @@
 // Each master has its own Pool (pipelined, session.h); a batch whose
 // commands go to several masters is split, one sub-batch per master, and
 // its replies put back in order. Scripts are loaded on every master, and
-// again on one that answers NOSCRIPT (a promoted replica).
+// again on one that answers NOSCRIPT (a promoted replica: SCRIPT LOAD is
+// not replicated), before the command goes there again.
 //
 // Wake-ups are PUBLISHed by the scripts and reach the client's subscriber
 // on whichever node it is connected to (classic pub/sub is broadcast over

@@ -225,7 +225,11 @@ class RedisBackend final : public Backend, public LockDriver {
     if (auto* router = dynamic_cast<ClusterRouter*>(commands_.get()))
       if (Status s = router->start(deadline); !s) return s;
     if (Status s = pool_.load_all(deadline); !s) return s;
-    if (Status s = subscriber_.start(deadline); !s) return s;
+    // (redis+cluster: a seed that is down is skipped, the next one tried)
+    Status subscribed = subscriber_.start(deadline);
+    for (std::size_t i = 1; !subscribed && i < config_.seeds.size() && steady::now() < deadline; ++i)
+      subscribed = subscriber_.start(deadline);
+    if (!subscribed) return subscribed;
     if (locator_) return locator_->start([this] { return revalidate(); }, deadline);
     return {};
   }
