@@ -179,7 +179,7 @@ case "$cmd" in
     [[ -n "$replica" ]] || { echo "redis-cluster.sh: master $old has no replica (start with REPLICAS=1)" >&2; exit 1; }
     # The replica waits until it has the master's replication stream, then takes over.
     for _ in $(seq 1 $((limit * 20))); do
-      if [[ "$(cli "$replica" role | sed -n 5p)" == connected ]]; then break; fi
+      if [[ "$(cli "$replica" role | sed -n 4p)" == connected ]]; then break; fi
       sleep 0.05
     done
     cli "$replica" cluster failover | grep -q OK || { echo "redis-cluster.sh: CLUSTER FAILOVER refused on $replica" >&2; exit 1; }
