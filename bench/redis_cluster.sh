@@ -29,15 +29,11 @@ rounds="${2:-3}"
 [[ "$seconds" =~ ^[1-9][0-9]?$ ]] || { echo "redis_cluster.sh: SECONDS must be 1..99" >&2; exit 64; }
 [[ "$rounds" =~ ^[1-9][0-9]?$ ]] || { echo "redis_cluster.sh: ROUNDS must be 1..99" >&2; exit 64; }
 
-first_built() {
-  local name="$1" sub="$2" candidate
-  for candidate in "$root/build/release/$sub/$name" "$root/build/dev/$sub/$name"; do
-    [[ -x "$candidate" ]] && { echo "$candidate"; return 0; }
-  done
-  return 1
-}
-dlock="${DLOCK_BIN:-$(first_built dlock tools/dlock || true)}"
-probe="${PROBE:-$(first_built dlock_bench_failover_probe bench || true)}"
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+dlock="${DLOCK_BIN:-$(first_executable "$root/build/release/tools/dlock/dlock" "$root/build/dev/tools/dlock/dlock")}"
+probe="${PROBE:-$(first_executable "$root/build/release/bench/dlock_bench_failover_probe" \
+                                   "$root/build/dev/bench/dlock_bench_failover_probe")}"
 [[ -x "$dlock" ]] || { echo "redis_cluster.sh: build the dlock tool first (or set DLOCK_BIN)" >&2; exit 64; }
 [[ -x "$probe" ]] || { echo "redis_cluster.sh: build dlock_bench_failover_probe first (or set PROBE)" >&2; exit 64; }
 command -v redis-server >/dev/null || { echo "redis_cluster.sh: redis-server is needed" >&2; exit 64; }
@@ -51,7 +47,7 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
-REPLICAS=1 "$root/scripts/redis-cluster.sh" start "$dir/cluster" >/dev/null
+CLUSTER_NODE_TIMEOUT_MS=3000 REPLICAS=1 "$root/scripts/redis-cluster.sh" start "$dir/cluster" >/dev/null
 mkdir -p "$dir/single"
 "$root/scripts/redis-server.sh" start "$dir/single" >/dev/null
 cluster_url="$(cat "$dir/cluster/url")"
