@@ -253,6 +253,13 @@ TEST_F(RedisClusterFault, SeedsOfTwoClustersOrAPlainServerAreRefused) {
   const std::string bus = trimmed(shell_output("bash -c 'source " + ports + "; free_port'"));
   const std::string redis_server =
       std::string(DLOCK_CLUSTER_SCRIPT).substr(0, std::string(DLOCK_CLUSTER_SCRIPT).rfind('/')) + "/redis-server.sh";
+  // Both stopped however the test ends (before `other` goes).
+  struct StopBoth {
+    std::string script, dir;
+    ~StopBoth() {
+      for (const char* which : {"/lone", "/plain"}) (void)shell_output(script + " stop " + dir + which + " 2>&1");
+    }
+  } stop_both{redis_server, other.path()};
   auto start = [&](const std::string& dir, const std::string& extra) {
     (void)shell_output("REDIS_EXTRA_ARGS='" + extra + "' " + redis_server + " start " + dir + " 2>&1");
     std::ifstream in(dir + "/url");
@@ -276,8 +283,6 @@ TEST_F(RedisClusterFault, SeedsOfTwoClustersOrAPlainServerAreRefused) {
   auto m = client->mutex("x");
   EXPECT_TRUE(m.try_lock());
   m.unlock();
-  (void)shell_output(redis_server + " stop " + other.path() + "/lone 2>&1");
-  (void)shell_output(redis_server + " stop " + other.path() + "/plain 2>&1");
 }
 
 // No server needed: the URL is refused before any I/O, naming the part.
