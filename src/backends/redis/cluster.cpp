@@ -111,10 +111,15 @@ Status ClusterRouter::start(steady::time_point deadline) {
   };
   std::vector<Seen> seen;
   std::string errors;
-  for (const Endpoint& seed : config_.seeds) {
+  // Each seed gets an equal share of the time left: one that is down
+  // refuses at once, one black-holed costs only its share.
+  for (std::size_t i = 0; i < config_.seeds.size(); ++i) {
+    const Endpoint& seed = config_.seeds[i];
+    const auto now = steady::now();
+    const auto share = now + (deadline - now) / static_cast<long>(config_.seeds.size() - i);
     const std::string step = "asking seed " + address(seed) + " for the cluster's nodes";
     const std::string_view words[] = {"CLUSTER", "NODES"};
-    auto reply = pool(seed).command(words, deadline, step);
+    auto reply = pool(seed).command(words, share, step);
     if (!reply) {
       const std::string why = reply.status().message();
       if (why.find("cluster support disabled") != std::string::npos)
