@@ -162,26 +162,6 @@ class Connection {
   std::string last_error_;
 };
 
-// The command connections, shared by all threads of a client through
-// pipelining (leader/follower, no thread of its own):
-//
-// A call queues its batch on the least busy connection. If no thread is at
-// work on that connection, the caller becomes its leader: it writes every
-// queued batch (its own and those of the threads that queued meanwhile) in
-// one send, reads replies, hands each batch's replies to its thread and
-// wakes it. A leader leads until its own replies are in, then passes the
-// lead to the thread whose batch is the oldest still unanswered (or queued)
-// — so one thread never works for others beyond its own call. A lone caller
-// thus does exactly one write and one read per round trip, as with a
-// private connection.
-//
-// Deadlines: a call waits at most until its own deadline; one whose batch
-// was not written by then leaves the queue, one whose batch was written
-// leaves it unanswered (its replies are read and dropped later). A leader
-// waits for replies only until the deadline of the oldest unanswered batch:
-// if that passes in silence the connection is dead — it is dropped and every
-// batch written on it fails (unavailable) at once; queued batches go out on
-// a new connection made by the next leader.
 class Pool;
 
 // Where the backend's commands go: one server's Pool, or (redis+cluster)
@@ -220,6 +200,26 @@ class Commands {
   ScriptShas shas_;  // written by load_all(), read-only afterwards
 };
 
+// The command connections, shared by all threads of a client through
+// pipelining (leader/follower, no thread of its own):
+//
+// A call queues its batch on the least busy connection. If no thread is at
+// work on that connection, the caller becomes its leader: it writes every
+// queued batch (its own and those of the threads that queued meanwhile) in
+// one send, reads replies, hands each batch's replies to its thread and
+// wakes it. A leader leads until its own replies are in, then passes the
+// lead to the thread whose batch is the oldest still unanswered (or queued)
+// — so one thread never works for others beyond its own call. A lone caller
+// thus does exactly one write and one read per round trip, as with a
+// private connection.
+//
+// Deadlines: a call waits at most until its own deadline; one whose batch
+// was not written by then leaves the queue, one whose batch was written
+// leaves it unanswered (its replies are read and dropped later). A leader
+// waits for replies only until the deadline of the oldest unanswered batch:
+// if that passes in silence the connection is dead — it is dropped and every
+// batch written on it fails (unavailable) at once; queued batches go out on
+// a new connection made by the next leader.
 class Pool final : public Commands {
  public:
   explicit Pool(const Config& config);
