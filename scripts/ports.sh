@@ -1,4 +1,5 @@
-# ports.sh — sourced by the server scripts: picking ports on 127.0.0.1.
+# ports.sh — sourced by the server scripts: picking ports on 127.0.0.1, and
+# stopping the processes they started.
 # A port free a moment ago may be taken by the time a server binds it: the
 # scripts retry their start with a fresh pick.
 
@@ -17,3 +18,27 @@ PY
 }
 
 free_port() { free_ports 1; }
+
+# stop_pid_files FILE...: stops the processes whose pids the FILEs hold (all
+# at once: each may take a second or two to exit on SIGTERM; what is left
+# after 2 s is killed) and removes the files. Missing files are skipped.
+stop_pid_files() {
+  local f pids=()
+  for f in "$@"; do
+    [[ -e "$f" ]] || continue
+    pids+=("$(cat "$f")")
+    rm -f "$f"
+  done
+  ((${#pids[@]})) || return 0
+  kill -CONT "${pids[@]}" 2>/dev/null || true
+  kill "${pids[@]}" 2>/dev/null || true
+  local p alive
+  for _ in $(seq 1 40); do
+    alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    ((alive)) || break
+    sleep 0.05
+  done
+  kill -9 "${pids[@]}" 2>/dev/null || true
+  return 0
+}

@@ -53,27 +53,8 @@ stop_pid_file() {
   rm -f "$file"
 }
 
-# All at once (each takes 1 to 2 s to exit on SIGTERM); what is left after
-# 2 s is killed: the data is thrown away anyway.
-stop_all() {
-  local f pids=()
-  for f in "$dir"/sentinel-*.pid "$dir"/node-*.pid; do
-    [[ -e "$f" ]] || continue
-    pids+=("$(cat "$f")")
-    rm -f "$f"
-  done
-  ((${#pids[@]})) || return 0
-  kill -CONT "${pids[@]}" 2>/dev/null || true
-  kill "${pids[@]}" 2>/dev/null || true
-  for _ in $(seq 1 40); do
-    local alive=0 p
-    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    ((alive)) || break
-    sleep 0.05
-  done
-  kill -9 "${pids[@]}" 2>/dev/null || true
-  return 0
-}
+# All at once (ports.sh).
+stop_all() { stop_pid_files "$dir"/sentinel-*.pid "$dir"/node-*.pid; }
 
 # start_node PORT [MASTER_PORT]: 0 once it answers PING.
 start_node() {

@@ -45,7 +45,7 @@ if ((quick == 0)); then
     # built here would be left out silently (gtest discovery finds nothing).
     cmake --build --preset "$preset" -j "$jobs" --target dlock_unit_tests dlock_conformance_tests \
       dlock_file_fault_tests dlock_redis_fault_tests dlock_zookeeper_fault_tests dlock_postgres_fault_tests \
-      dlock_mysql_fault_tests dlock_redis_sentinel_fault_tests dlock_quorum_fault_tests \
+      dlock_mysql_fault_tests dlock_redis_sentinel_fault_tests dlock_redis_cluster_fault_tests dlock_quorum_fault_tests \
       dlock_etcd_fault_tests
     ctest --preset "$preset" -j "$test_jobs" --timeout 300
   done

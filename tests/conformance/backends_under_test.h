@@ -104,6 +104,13 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().url = [](const std::string& dir) {
     return server_url("redis_sentinel") + "?prefix=" + unique_prefix(dir);
   };
+  // The same backend on the redis_cluster fixture (3 masters): each name's
+  // scripts on the master of its slot.
+  all.push_back(all.back());
+  all.back().name = "redis_cluster";
+  all.back().url = [](const std::string& dir) {
+    return server_url("redis_cluster") + "?prefix=" + unique_prefix(dir);
+  };
 #endif
 #ifdef DLOCK_WITH_REDIS
   // A quorum of five redis-servers: Mutex and MultiLock only; waiters poll

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace dlock::test {
 
 // Runs `call` and returns the errc it threw (a test failure if it threw none).
@@ -17,6 +19,19 @@ errc thrown(F call) {
   }
   ADD_FAILURE() << "no error thrown";
   return errc{};
+}
+
+// Expects `call` to throw `kind` with a message that names `named`
+// (`what` says which call, in the failure).
+template <class F>
+void expect_thrown_naming(F call, errc kind, const std::string& named, const std::string& what) {
+  try {
+    call();
+    ADD_FAILURE() << what << ": no error thrown";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << what << ": " << e.what();
+    EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << what << ": " << e.what();
+  }
 }
 
 }  // namespace dlock::test

@@ -25,6 +25,21 @@ Result<int> parse_int(const Config& c, std::string_view text, std::string_view w
   return in_url(c, parse_count(text, what, lo, hi));
 }
 
+// The URL's hosts, each once, with `port` where it gives none; `what`
+// names one in messages ("sentinel", "seed").
+Result<std::vector<Endpoint>> listed_once(const Config& c, const Url& url, std::uint16_t port, std::string_view what) {
+  std::vector<Endpoint> out;
+  for (const auto& e : url.endpoints) {
+    Endpoint node{e.host, e.port.value_or(port)};
+    for (const auto& seen : out)
+      if (seen.host == node.host && seen.port == node.port)
+        return invalid(c, std::string(what) + " " + node.host + ":" + std::to_string(*node.port) +
+                              " is listed twice (each once)");
+    out.push_back(std::move(node));
+  }
+  return out;
+}
+
 Result<milliseconds> parse_bounded(const Config& c, const std::string& text, std::string_view what, milliseconds lo,
                                    milliseconds hi) {
   return in_url(c, parse_duration_within(text, what, lo, hi));
@@ -58,14 +73,9 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   if (url.scheme == "redis+sentinel") {
     if (url.endpoints.empty())
       return invalid(c, "needs the sentinels, e.g. redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster");
-    for (const auto& e : url.endpoints) {
-      Endpoint sentinel{e.host, e.port.value_or(26379)};
-      for (const auto& seen : c.sentinels)
-        if (seen.host == sentinel.host && seen.port == sentinel.port)
-          return invalid(c, "sentinel " + sentinel.host + ":" + std::to_string(*sentinel.port) +
-                                " is listed twice (each sentinel once)");
-      c.sentinels.push_back(std::move(sentinel));
-    }
+    auto sentinels = listed_once(c, url, 26379, "sentinel");
+    if (!sentinels) return sentinels.status();
+    c.sentinels = std::move(*sentinels);
     const std::string name = url.path.empty() ? std::string() : url.path.substr(1);
     if (name.empty())
       return invalid(c, "needs the master name the sentinels monitor as the path, e.g. "
@@ -74,6 +84,17 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
       return invalid(c, "master name '" + name + "' must be one word without '/' or spaces");
     c.master_name = name;
     if (Status s = take_db(); !s) return s;
+  } else if (url.scheme == "redis+cluster") {
+    if (url.endpoints.empty())
+      return invalid(c, "needs the seed nodes, e.g. redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002");
+    auto seeds = listed_once(c, url, 6379, "seed");
+    if (!seeds) return seeds.status();
+    c.seeds = std::move(*seeds);
+    if (!url.path.empty() && url.path != "/")
+      return invalid(c, "takes no path (a cluster has database 0 only)");
+    if (query.count("db")) return invalid(c, "takes no db (a cluster has database 0 only)");
+    if (query.count("wait_replicas") || query.count("wait_timeout"))
+      return invalid(c, "wait_replicas is not available on redis+cluster (it is on redis+sentinel)");
   } else if (c.unix_socket) {
     if (!url.endpoints.empty())
       return invalid(c, "redis+unix takes no host; write redis+unix:///path/to/redis.sock (three slashes)");

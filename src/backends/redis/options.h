@@ -1,4 +1,4 @@
-// options.h — what a redis://, redis+unix:// or redis+sentinel:// URL asks
+// options.h — what a redis://, redis+unix://, redis+sentinel:// or redis+cluster:// URL asks
 // for, checked before any I/O.
 //
 //   redis://[user[:password]@]host[:port][/db][?option=value&...]
@@ -6,6 +6,9 @@
 //   redis+sentinel://[user[:password]@]s1[:port],s2[:port],.../master-name[?db=N&option=value&...]
 //       the sentinels (port 26379 by default, each once) and the name they
 //       monitor the master by; user and password are the data nodes'
+//   redis+cluster://[user[:password]@]n1[:port],n2[:port],...[?option=value&...]
+//       seed nodes of one Redis Cluster (port 6379 by default, each once);
+//       the slot map is read from them (cluster.h). No db, no wait_replicas
 //
 // Options (anything else is refused, naming it):
 //   prefix=dlock:         every key and channel starts with it; no '{' or '}'
@@ -34,6 +37,7 @@
 #include <dlock/options.h>
 #include <dlock/status.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -61,6 +65,24 @@ class Discovery {
   virtual std::uint64_t epoch() const noexcept = 0;
 };
 
+// Each of a list of servers in turn: a connection that fails moves on to
+// the next (the sentinels' +switch-master subscriber, redis+cluster's
+// wake-up subscriber). Every server is taken as it is (no check).
+class Rotation final : public Discovery {
+ public:
+  explicit Rotation(std::vector<Endpoint> servers) : servers_(std::move(servers)) {}
+  Result<Endpoint> where(steady::time_point) override { return servers_[next_.load() % servers_.size()]; }
+  Status check(Connection&, const Endpoint&, steady::time_point) override { return {}; }
+  void failed(const Endpoint&) override { next_.fetch_add(1); }
+  // Moves with the rotation: the next server is tried without backoff
+  // (the caller's own backoff spaces the rounds).
+  std::uint64_t epoch() const noexcept override { return next_.load(); }
+
+ private:
+  const std::vector<Endpoint> servers_;  // not empty
+  std::atomic<std::size_t> next_{0};
+};
+
 struct Config {
   bool unix_socket = false;
   std::string host;          // TCP
@@ -78,6 +100,8 @@ struct Config {
   // redis+sentinel: the sentinels and the master's name (Discovery set by the backend).
   std::vector<Endpoint> sentinels;
   std::string master_name;
+  // redis+cluster: the seed nodes the slot map is first read from.
+  std::vector<Endpoint> seeds;
   std::shared_ptr<Discovery> discovery;  // nullptr: connect to host:port (or socket_path)
   int wait_replicas = 0;
   std::chrono::milliseconds wait_timeout{1'000};

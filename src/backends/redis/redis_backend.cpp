@@ -1,4 +1,4 @@
-// redis://, redis+unix:// and redis+sentinel:// — locks as Lua scripts on one Redis server.
+// redis://, redis+unix://, redis+sentinel:// and redis+cluster:// — locks as Lua scripts on Redis.
 //
 // Keys (all under the prefix, default "dlock:"; every key of a lock carries
 // the name as its hash tag, so a lock's keys share one cluster slot, and the
@@ -54,10 +54,13 @@
 //
 // redis+sentinel:// is this backend with the master found through the
 // sentinels (sentinel.h); holds are re-validated after a failover
-// (revalidate()). Limits: no Cluster; with replicas, a failover can lose a
-// lock (asynchronous replication; wait_replicas narrows it, best effort). Names starting with '}' are
+// (revalidate()). redis+cluster:// is this backend with each script sent to
+// the master of its name's slot (cluster.h). Limits: with replicas, a
+// failover can lose a lock (asynchronous replication; on redis+sentinel
+// wait_replicas narrows it, best effort). Names starting with '}' are
 // refused: their hash tag would be empty, and Redis Cluster would spread
 // their keys over several slots.
+#include "backends/redis/cluster.h"
 #include "backends/redis/errors.h"
 #include "backends/redis/held_grants.h"
 #include "backends/redis/options.h"
@@ -191,13 +194,16 @@ class RedisWaiter final : public Waiter {
 class RedisBackend final : public Backend, public LockDriver {
  public:
   // `locator`: redis+sentinel's (also config.discovery), else nullptr.
+  // redis+cluster: config.seeds is not empty.
   RedisBackend(Config config, std::string client_id, std::shared_ptr<MasterLocator> locator)
       : locator_(std::move(locator)),
         held_(locator_ ? std::make_shared<HeldGrants>() : nullptr),
         config_(reporting_to(std::move(config), events())),
         client_id_(std::move(client_id)),
         channel_prefix_(config_.prefix + "client:"),
-        pool_(config_, &shas_),
+        commands_(config_.seeds.empty() ? std::unique_ptr<Commands>(std::make_unique<Pool>(config_))
+                                         : std::make_unique<ClusterRouter>(config_)),
+        pool_(*commands_),
         subscriber_(config_, channel_prefix_ + client_id_),
         store_{config_, pool_, subscriber_, client_id_, channel_prefix_},
         counters_(make_counters(store_)),
@@ -212,15 +218,18 @@ class RedisBackend final : public Backend, public LockDriver {
   // Loads the scripts (a command connection) and subscribes (its own);
   // both within op_timeout, so a bad URL or password fails connect().
   // redis+sentinel: the master is found first, and the sentinels are
-  // watched for a new one from then on.
+  // watched for a new one from then on. redis+cluster: the slot map is
+  // read first, and the scripts loaded on every master.
   Status start() {
     const auto deadline = steady::now() + config_.op_timeout;
-    for (Script s : all_scripts) {
-      auto sha = pool_.load(s, deadline);
-      if (!sha) return sha.status();
-      shas_[static_cast<std::size_t>(s)] = *sha;
-    }
-    if (Status s = subscriber_.start(deadline); !s) return s;
+    if (auto* router = dynamic_cast<ClusterRouter*>(commands_.get()))
+      if (Status s = router->start(deadline); !s) return s;
+    if (Status s = pool_.load_all(deadline); !s) return s;
+    // (redis+cluster: a seed that is down is skipped, the next one tried)
+    Status subscribed = subscriber_.start(deadline);
+    for (std::size_t i = 1; !subscribed && i < config_.seeds.size() && steady::now() < deadline; ++i)
+      subscribed = subscriber_.start(deadline);
+    if (!subscribed) return subscribed;
     if (locator_) return locator_->start([this] { return revalidate(); }, deadline);
     return {};
   }
@@ -468,111 +477,115 @@ class RedisBackend final : public Backend, public LockDriver {
     constexpr std::string_view step = "listing locks";
     const std::string match = glob_escape(config_.prefix) + "{" + glob_escape(prefix) + "*}:*";
     std::map<std::pair<std::string, std::string>, LockInfo> found;  // SCAN may repeat a key
-    std::string cursor = "0";
-    do {
-      auto deadline = steady::now() + config_.op_timeout;
-      const std::string_view scan[] = {"SCAN", cursor, "MATCH", match, "COUNT", "1000"};
-      auto page = pool_.command(scan, deadline, step);
-      if (!page) return page.status();
-      const redisReply* r = page->get();
-      if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
-          r->element[1]->type != REDIS_REPLY_ARRAY)
-        return unexpected(step);
-      cursor.assign(r->element[0]->str, r->element[0]->len);
-      // (name, suffix) of each key that says who holds something.
-      std::vector<std::pair<std::string, std::string>> held;
-      for (std::size_t i = 0; i < r->element[1]->elements; ++i) {
-        std::string_view key = text_of(r->element[1]->element[i]);
-        const std::size_t head = config_.prefix.size() + 1, cut = key.rfind("}:");
-        if (cut == std::string_view::npos || cut < head) continue;
-        std::string name(key.substr(head, cut - head)), suffix(key.substr(cut + 2));
-        if (!name.starts_with(prefix)) continue;
-        if (suffix == "lock" || suffix == "leader" || suffix == "rw" || suffix == "sem:permits")
-          held.emplace_back(std::move(name), std::move(suffix));
-      }
-      Batch lookups;
-      lookups.add({"TIME"});
-      for (const auto& [name, suffix] : held) {
-        const std::string base = config_.prefix + "{" + name + "}:";
-        if (suffix == "lock" || suffix == "leader") {
-          lookups.add({"HMGET", base + suffix, "owner", "token", "data"});
-          lookups.add({"PTTL", base + suffix});
-        } else if (suffix == "rw") {
-          lookups.add({"HMGET", base + "rw", "writer", "wtoken", "wexp"});
-          lookups.add({"ZRANGE", base + "rw:readers", "0", "-1", "WITHSCORES"});
-          lookups.add({"HGETALL", base + "rw:tokens"});
-        } else {
-          lookups.add({"ZRANGE", base + "sem:permits", "0", "-1", "WITHSCORES"});
-          lookups.add({"HGETALL", base + "sem:tokens"});
+    auto shards = pool_.shards(steady::now() + config_.op_timeout);
+    if (!shards) return shards.status();
+    for (Pool* shard : *shards) {
+      std::string cursor = "0";
+      do {
+        auto deadline = steady::now() + config_.op_timeout;
+        const std::string_view scan[] = {"SCAN", cursor, "MATCH", match, "COUNT", "1000"};
+        auto page = shard->command(scan, deadline, step);
+        if (!page) return page.status();
+        const redisReply* r = page->get();
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+            r->element[1]->type != REDIS_REPLY_ARRAY)
+          return unexpected(step);
+        cursor.assign(r->element[0]->str, r->element[0]->len);
+        // (name, suffix) of each key that says who holds something.
+        std::vector<std::pair<std::string, std::string>> held;
+        for (std::size_t i = 0; i < r->element[1]->elements; ++i) {
+          std::string_view key = text_of(r->element[1]->element[i]);
+          const std::size_t head = config_.prefix.size() + 1, cut = key.rfind("}:");
+          if (cut == std::string_view::npos || cut < head) continue;
+          std::string name(key.substr(head, cut - head)), suffix(key.substr(cut + 2));
+          if (!name.starts_with(prefix)) continue;
+          if (suffix == "lock" || suffix == "leader" || suffix == "rw" || suffix == "sem:permits")
+            held.emplace_back(std::move(name), std::move(suffix));
         }
-      }
-      Replies replies = pool_.run(lookups, deadline, step);
-      if (!replies.failure.ok()) return replies.failure;
-      std::size_t at = 0;
-      auto next = [&]() -> const redisReply* { return replies.replies[at++].get(); };
-      const redisReply* time = next();
-      if (time->type != REDIS_REPLY_ARRAY || time->elements != 2) return unexpected(step);
-      const auto seconds = signed_number(time->element[0]), micros = signed_number(time->element[1]);
-      if (!seconds || !micros) return unexpected(step);
-      const std::int64_t now_ms = *seconds * 1000 + *micros / 1000;
-      // A leased entry's info from its expiry (server ms) and token.
-      auto leased = [&](const std::string& name, std::string_view owner, const redisReply* token,
-                        std::int64_t expires, std::string kind) {
-        LockInfo info;
-        info.name = name;
-        info.holder = "owner " + short_owner(owner);
-        info.token = unsigned_number(token).value_or(0);
-        info.remaining = milliseconds(expires - now_ms);
-        info.kind = std::move(kind);
-        return info;
-      };
-      for (const auto& [name, suffix] : held) {
-        const std::size_t first = at;
-        const std::size_t count = suffix == "rw" ? 3 : 2;
-        at += count;
-        for (std::size_t i = first; i < at; ++i)
-          if (replies.replies[i]->type == REDIS_REPLY_ERROR)
-            return to_status(nullptr, replies.replies[i].get(), step, config_.prefix + "{" + name + "}:" + suffix);
-        const redisReply* a = replies.replies[first].get();
-        const redisReply* b = replies.replies[first + 1].get();
-        if (suffix == "lock" || suffix == "leader") {
-          if (a->type != REDIS_REPLY_ARRAY || a->elements != 3 || a->element[0]->type != REDIS_REPLY_STRING)
-            continue;  // released (only last_token left) or gone since SCAN
+        Batch lookups;
+        lookups.add({"TIME"});
+        for (const auto& [name, suffix] : held) {
+          const std::string base = config_.prefix + "{" + name + "}:";
+          if (suffix == "lock" || suffix == "leader") {
+            lookups.add({"HMGET", base + suffix, "owner", "token", "data"}, base);
+            lookups.add({"PTTL", base + suffix}, base);
+          } else if (suffix == "rw") {
+            lookups.add({"HMGET", base + "rw", "writer", "wtoken", "wexp"}, base);
+            lookups.add({"ZRANGE", base + "rw:readers", "0", "-1", "WITHSCORES"}, base);
+            lookups.add({"HGETALL", base + "rw:tokens"}, base);
+          } else {
+            lookups.add({"ZRANGE", base + "sem:permits", "0", "-1", "WITHSCORES"}, base);
+            lookups.add({"HGETALL", base + "sem:tokens"}, base);
+          }
+        }
+        Replies replies = pool_.run(lookups, deadline, step);
+        if (!replies.failure.ok()) return replies.failure;
+        std::size_t at = 0;
+        auto next = [&]() -> const redisReply* { return replies.replies[at++].get(); };
+        const redisReply* time = next();
+        if (time->type != REDIS_REPLY_ARRAY || time->elements != 2) return unexpected(step);
+        const auto seconds = signed_number(time->element[0]), micros = signed_number(time->element[1]);
+        if (!seconds || !micros) return unexpected(step);
+        const std::int64_t now_ms = *seconds * 1000 + *micros / 1000;
+        // A leased entry's info from its expiry (server ms) and token.
+        auto leased = [&](const std::string& name, std::string_view owner, const redisReply* token,
+                          std::int64_t expires, std::string kind) {
           LockInfo info;
           info.name = name;
-          info.holder = "owner " + short_owner(text_of(a->element[0]));
-          info.token = unsigned_number(a->element[1]).value_or(0);
-          if (auto pttl_ms = integer(b); pttl_ms >= 0) info.remaining = milliseconds(pttl_ms);
-          if (suffix == "leader") {
-            info.kind = "leader";
-            info.holder = "'" + std::string(text_of(a->element[2])) + "', " + info.holder;
+          info.holder = "owner " + short_owner(owner);
+          info.token = unsigned_number(token).value_or(0);
+          info.remaining = milliseconds(expires - now_ms);
+          info.kind = std::move(kind);
+          return info;
+        };
+        for (const auto& [name, suffix] : held) {
+          const std::size_t first = at;
+          const std::size_t count = suffix == "rw" ? 3 : 2;
+          at += count;
+          for (std::size_t i = first; i < at; ++i)
+            if (replies.replies[i]->type == REDIS_REPLY_ERROR)
+              return to_status(nullptr, replies.replies[i].get(), step, config_.prefix + "{" + name + "}:" + suffix);
+          const redisReply* a = replies.replies[first].get();
+          const redisReply* b = replies.replies[first + 1].get();
+          if (suffix == "lock" || suffix == "leader") {
+            if (a->type != REDIS_REPLY_ARRAY || a->elements != 3 || a->element[0]->type != REDIS_REPLY_STRING)
+              continue;  // released (only last_token left) or gone since SCAN
+            LockInfo info;
+            info.name = name;
+            info.holder = "owner " + short_owner(text_of(a->element[0]));
+            info.token = unsigned_number(a->element[1]).value_or(0);
+            if (auto pttl_ms = integer(b); pttl_ms >= 0) info.remaining = milliseconds(pttl_ms);
+            if (suffix == "leader") {
+              info.kind = "leader";
+              info.holder = "'" + std::string(text_of(a->element[2])) + "', " + info.holder;
+            }
+            found[{name, info.kind + info.holder}] = std::move(info);
+            continue;
           }
-          found[{name, info.kind + info.holder}] = std::move(info);
-          continue;
+          // Tokens of leased entries: HGETALL's field, value pairs.
+          const redisReply* tokens = suffix == "rw" ? replies.replies[first + 2].get() : b;
+          std::map<std::string_view, const redisReply*> token_of;
+          for (std::size_t i = 0; tokens->type == REDIS_REPLY_ARRAY && i + 1 < tokens->elements; i += 2)
+            token_of[text_of(tokens->element[i])] = tokens->element[i + 1];
+          const redisReply* entries = suffix == "rw" ? b : a;
+          const std::string kind = suffix == "rw" ? "read" : "permit";
+          for (std::size_t i = 0; entries->type == REDIS_REPLY_ARRAY && i + 1 < entries->elements; i += 2) {
+            std::string_view owner = text_of(entries->element[i]);
+            auto expires = signed_number(entries->element[i + 1]);
+            auto token = token_of.find(owner);
+            if (!expires || *expires <= now_ms || token == token_of.end()) continue;
+            auto info = leased(name, owner, token->second, *expires, kind);
+            found[{name, kind + std::string(owner)}] = std::move(info);
+          }
+          if (suffix == "rw" && a->type == REDIS_REPLY_ARRAY && a->elements == 3 &&
+              a->element[0]->type == REDIS_REPLY_STRING) {
+            auto expires = signed_number(a->element[2]);
+            if (expires && *expires > now_ms)
+              found[{name, "write"}] = leased(name, text_of(a->element[0]), a->element[1], *expires, "write");
+          }
         }
-        // Tokens of leased entries: HGETALL's field, value pairs.
-        const redisReply* tokens = suffix == "rw" ? replies.replies[first + 2].get() : b;
-        std::map<std::string_view, const redisReply*> token_of;
-        for (std::size_t i = 0; tokens->type == REDIS_REPLY_ARRAY && i + 1 < tokens->elements; i += 2)
-          token_of[text_of(tokens->element[i])] = tokens->element[i + 1];
-        const redisReply* entries = suffix == "rw" ? b : a;
-        const std::string kind = suffix == "rw" ? "read" : "permit";
-        for (std::size_t i = 0; entries->type == REDIS_REPLY_ARRAY && i + 1 < entries->elements; i += 2) {
-          std::string_view owner = text_of(entries->element[i]);
-          auto expires = signed_number(entries->element[i + 1]);
-          auto token = token_of.find(owner);
-          if (!expires || *expires <= now_ms || token == token_of.end()) continue;
-          auto info = leased(name, owner, token->second, *expires, kind);
-          found[{name, kind + std::string(owner)}] = std::move(info);
-        }
-        if (suffix == "rw" && a->type == REDIS_REPLY_ARRAY && a->elements == 3 &&
-            a->element[0]->type == REDIS_REPLY_STRING) {
-          auto expires = signed_number(a->element[2]);
-          if (expires && *expires > now_ms)
-            found[{name, "write"}] = leased(name, text_of(a->element[0]), a->element[1], *expires, "write");
-        }
-      }
-    } while (cursor != "0");
+      } while (cursor != "0");
+    }
     std::vector<LockInfo> out;
     out.reserve(found.size());
     for (auto& [key, info] : found) out.push_back(std::move(info));
@@ -783,8 +796,8 @@ class RedisBackend final : public Backend, public LockDriver {
   const Config config_;
   const std::string client_id_;
   const std::string channel_prefix_;
-  ScriptShas shas_;  // written by start(), read-only afterwards
-  Pool pool_;
+  const std::unique_ptr<Commands> commands_;  // a Pool, or redis+cluster's ClusterRouter
+  Commands& pool_;
   Subscriber subscriber_;
   const Store store_;
   std::unique_ptr<CounterDriver> counters_;
@@ -834,6 +847,10 @@ Result<std::unique_ptr<Backend>> open_redis_backend(const Url& url, const Client
   if (url.scheme == "redis+sentinel") {
     locator = std::make_shared<MasterLocator>(*config);
     config->discovery = locator;
+  } else if (url.scheme == "redis+cluster") {
+    // The subscriber's connection (commands go through the ClusterRouter):
+    // any node hears every PUBLISH; each seed in turn.
+    config->discovery = std::make_shared<Rotation>(config->seeds);
   }
   auto backend = std::make_unique<RedisBackend>(std::move(*config), std::move(*client_id), std::move(locator));
   if (Status s = backend->start(); !s) return s;

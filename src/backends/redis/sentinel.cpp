@@ -41,17 +41,13 @@ Config sentinel_config(const Config& base, const Endpoint& sentinel) {
 
 }  // namespace
 
-Result<Endpoint> MasterLocator::SentinelRotation::where(steady::time_point) {
-  return sentinels_[next_.load() % sentinels_.size()];
-}
-
 MasterLocator::MasterLocator(const Config& config)
     : master_name_(config.master_name), sentinels_(config.sentinels), url_(config.redacted_url) {
   for (const auto& s : sentinels_) sentinel_configs_.push_back(sentinel_config(config, s));
-  rotation_ = std::make_shared<SentinelRotation>(sentinels_);
   watch_config_ = sentinel_config(config, sentinels_.front());
   watch_config_.redacted_url = "the sentinels of " + config.redacted_url;
-  watch_config_.discovery = rotation_;
+  // (each sentinel in turn)
+  watch_config_.discovery = std::make_shared<Rotation>(sentinels_);
 }
 
 MasterLocator::~MasterLocator() { stop(); }

@@ -61,22 +61,6 @@ class MasterLocator final : public Discovery {
   void stop();
 
  private:
-  // Where the +switch-master subscriber connects: each sentinel in turn.
-  class SentinelRotation final : public Discovery {
-   public:
-    explicit SentinelRotation(const std::vector<Endpoint>& sentinels) : sentinels_(sentinels) {}
-    Result<Endpoint> where(steady::time_point) override;
-    Status check(Connection&, const Endpoint&, steady::time_point) override { return {}; }
-    void failed(const Endpoint&) override { next_.fetch_add(1); }
-    // Moves with the rotation: the next sentinel is tried without backoff
-    // (the subscriber's own backoff spaces the rounds).
-    std::uint64_t epoch() const noexcept override { return next_.load(); }
-
-   private:
-    const std::vector<Endpoint>& sentinels_;
-    std::atomic<std::size_t> next_{0};
-  };
-
   // Asks the sentinels, one after the other, for the master's address.
   Result<Endpoint> ask(steady::time_point deadline);
   // The master is `at` now (from a sentinel's answer or announcement).
@@ -89,7 +73,6 @@ class MasterLocator final : public Discovery {
   const std::string url_;                  // redacted, for messages
   std::vector<Config> sentinel_configs_;   // one per sentinel (no AUTH, no SELECT)
   Config watch_config_;                    // the +switch-master subscriber's
-  std::shared_ptr<SentinelRotation> rotation_;
 
   std::mutex mu_;
   std::optional<Endpoint> master_;  // mu_: the master to connect to (reset when a connection to it fails)

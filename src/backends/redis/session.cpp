@@ -124,10 +124,31 @@ void Batch::word(std::string_view w) {
   bytes_.append("\r\n");
 }
 
-void Batch::add(std::span<const std::string_view> words) {
+int hash_slot(std::string_view key) noexcept {
+  // The part between the first '{' and the next '}', if not empty.
+  if (auto open = key.find('{'); open != std::string_view::npos)
+    if (auto close = key.find('}', open + 1); close != std::string_view::npos && close > open + 1)
+      key = key.substr(open + 1, close - open - 1);
+  // CRC16, polynomial 0x1021, initial value 0 (the cluster specification's).
+  std::uint16_t crc = 0;
+  for (unsigned char byte : key) {
+    crc ^= static_cast<std::uint16_t>(byte << 8);
+    for (int bit = 0; bit < 8; ++bit)
+      crc = static_cast<std::uint16_t>(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+  }
+  return crc & 16383;
+}
+
+void Batch::ended(std::string_view key) {
+  ends_.push_back(bytes_.size());
+  slots_.push_back(!key.empty() ? hash_slot(key) : slots_.empty() ? -1 : slots_.back());
+  ++count_;
+}
+
+void Batch::add(std::span<const std::string_view> words, std::string_view key) {
   header('*', words.size());
   for (auto w : words) word(w);
-  ++count_;
+  ended(key);
 }
 
 void Batch::add_eval(std::string_view sha, std::span<const std::string_view> keys,
@@ -140,6 +161,14 @@ void Batch::add_eval(std::string_view sha, std::span<const std::string_view> key
   word(std::string_view(digits, static_cast<std::size_t>(end - digits)));
   for (auto k : keys) word(k);
   for (auto a : args) word(a);
+  ended(keys.empty() ? std::string_view() : keys.front());
+}
+
+void Batch::add_copy(const Batch& from, std::size_t i) {
+  const std::size_t begin = i == 0 ? 0 : from.ends_[i - 1];
+  bytes_.append(from.bytes_, begin, from.ends_[i] - begin);
+  ends_.push_back(bytes_.size());
+  slots_.push_back(from.slots_[i]);
   ++count_;
 }
 
@@ -382,7 +411,7 @@ thread_local std::uint64_t sent_pool = 0;
 thread_local std::size_t sent_channel = 0;
 }  // namespace
 
-Pool::Pool(const Config& config, const ScriptShas* shas) : shas_(shas), id_(next_pool_id.fetch_add(1)) {
+Pool::Pool(const Config& config) : id_(next_pool_id.fetch_add(1)) {
   for (int i = 0; i < config.connections; ++i)
     channels_.push_back(std::make_unique<Channel>(config, &generation_));
 }
@@ -666,10 +695,10 @@ void Pool::lead(Channel& ch, std::unique_lock<std::mutex>& lk, Request& me, std:
   lk.lock();
 }
 
-Result<Reply> Pool::command(std::span<const std::string_view> words, steady::time_point deadline,
-                            std::string_view step, std::string_view key) {
+Result<Reply> Commands::command(std::span<const std::string_view> words, steady::time_point deadline,
+                                std::string_view step, std::string_view key) {
   Batch batch;
-  batch.add(words);
+  batch.add(words, key);
   Replies out = run(batch, deadline, step);
   if (!out.failure.ok()) return out.failure;
   Reply& reply = out.replies.front();
@@ -677,18 +706,30 @@ Result<Reply> Pool::command(std::span<const std::string_view> words, steady::tim
   return std::move(reply);
 }
 
-Result<std::string> Pool::load(Script script, steady::time_point deadline) {
+Result<std::string> Commands::load_on(Pool& pool, Script script, steady::time_point deadline) {
   const std::string& text = script_text(script);
   const std::string_view words[] = {"SCRIPT", "LOAD", text};
-  auto reply = command(words, deadline, "loading the " + std::string(script_name(script)) + " script");
+  auto reply = pool.command(words, deadline, "loading the " + std::string(script_name(script)) + " script");
   if (!reply) return reply.status();
   if ((*reply)->type != REDIS_REPLY_STRING)
     return Status(errc::internal, "redis backend: SCRIPT LOAD answered something else than a SHA1");
   return std::string((*reply)->str, (*reply)->len);
 }
 
-Result<Reply> Pool::eval(Script script, std::span<const std::string_view> keys, std::span<const std::string_view> args,
-                         steady::time_point deadline, std::string_view step, std::string_view key) {
+Status Commands::load_all(steady::time_point deadline) {
+  for (Script s : all_scripts) {
+    auto sha = load(s, deadline);
+    if (!sha) return sha.status();
+    shas_[static_cast<std::size_t>(s)] = *sha;
+  }
+  return {};
+}
+
+Result<std::string> Pool::load(Script script, steady::time_point deadline) { return load_on(*this, script, deadline); }
+
+Result<Reply> Commands::eval(Script script, std::span<const std::string_view> keys,
+                             std::span<const std::string_view> args, steady::time_point deadline,
+                             std::string_view step, std::string_view key) {
   Batch batch;
   batch.add_eval(sha(script), keys, args);
   for (int attempt = 0;; ++attempt) {

@@ -50,22 +50,37 @@ using Reply = std::unique_ptr<redisReply, FreeReply>;
 // opens, read-only afterwards.
 using ScriptShas = std::array<std::string, script_count>;
 
+// The Redis Cluster hash slot of `key` (CRC16 of its hash tag, or of the
+// whole key if it has none, modulo 16384).
+int hash_slot(std::string_view key) noexcept;
+
 // Commands in the Redis protocol, written together and answered in order.
+// Each command remembers its routing slot (for redis+cluster): its key's,
+// or, for a command without one (WAIT, TIME), the command's before it
+// (-1 for the first: any node).
 class Batch {
  public:
-  void add(std::span<const std::string_view> words);
-  void add(std::initializer_list<std::string_view> words) { add(std::span(words.begin(), words.size())); }
-  // EVALSHA sha <number of keys> keys... args...
+  void add(std::span<const std::string_view> words, std::string_view key = {});
+  void add(std::initializer_list<std::string_view> words, std::string_view key = {}) {
+    add(std::span(words.begin(), words.size()), key);
+  }
+  // EVALSHA sha <number of keys> keys... args... (routed by the first key)
   void add_eval(std::string_view sha, std::span<const std::string_view> keys, std::span<const std::string_view> args);
+  // Command i of `from` as it was written (its slot too).
+  void add_copy(const Batch& from, std::size_t i);
   std::size_t size() const noexcept { return count_; }
   bool empty() const noexcept { return count_ == 0; }
   const std::string& bytes() const noexcept { return bytes_; }
+  int slot(std::size_t i) const noexcept { return slots_[i]; }
 
  private:
   void word(std::string_view w);
   void header(char kind, std::size_t n);
+  void ended(std::string_view key);
   std::string bytes_;
   std::size_t count_ = 0;
+  std::vector<std::size_t> ends_;  // where each command's bytes end
+  std::vector<int> slots_;
 };
 
 // The replies to a batch, in order (error replies are replies). If
@@ -147,6 +162,44 @@ class Connection {
   std::string last_error_;
 };
 
+class Pool;
+
+// Where the backend's commands go: one server's Pool, or (redis+cluster)
+// the cluster router that sends each command to its slot's master.
+class Commands {
+ public:
+  virtual ~Commands() = default;
+  // The batch's replies (see Replies); never longer than `deadline`.
+  virtual Replies run(const Batch& batch, steady::time_point deadline, std::string_view step) = 0;
+  // Sends the batch; `done` gets its replies (see Pool::send).
+  virtual void send(const Batch& batch, steady::time_point deadline, std::function<void(Replies)> done) = 0;
+  // Reads the replies of every batch send() left behind (see Pool::flush).
+  virtual void flush(steady::time_point deadline) = 0;
+  // SCRIPT LOAD (on every server the commands go to); the SHA1 the server
+  // gave.
+  virtual Result<std::string> load(Script script, steady::time_point deadline) = 0;
+  // The pools whose keys together are every key (SCAN goes to each).
+  virtual Result<std::vector<Pool*>> shards(steady::time_point deadline) = 0;
+
+  // One command; an error reply becomes a Status (to_status). `key`
+  // routes it (redis+cluster) and names it in errors.
+  Result<Reply> command(std::span<const std::string_view> words, steady::time_point deadline, std::string_view step,
+                        std::string_view key = {});
+  // EVALSHA; on NOSCRIPT loads the script and retries once.
+  Result<Reply> eval(Script script, std::span<const std::string_view> keys, std::span<const std::string_view> args,
+                     steady::time_point deadline, std::string_view step, std::string_view key = {});
+  // Loads every script (the backend's start).
+  Status load_all(steady::time_point deadline);
+  const std::string& sha(Script script) const { return shas_[static_cast<std::size_t>(script)]; }
+
+ protected:
+  // SCRIPT LOAD on this one pool's server.
+  static Result<std::string> load_on(Pool& pool, Script script, steady::time_point deadline);
+
+ private:
+  ScriptShas shas_;  // written by load_all(), read-only afterwards
+};
+
 // The command connections, shared by all threads of a client through
 // pipelining (leader/follower, no thread of its own):
 //
@@ -167,31 +220,23 @@ class Connection {
 // if that passes in silence the connection is dead — it is dropped and every
 // batch written on it fails (unavailable) at once; queued batches go out on
 // a new connection made by the next leader.
-class Pool {
+class Pool final : public Commands {
  public:
-  Pool(const Config& config, const ScriptShas* shas);
-  ~Pool();
+  explicit Pool(const Config& config);
+  ~Pool() override;
 
-  // The batch's replies (see Replies); never longer than `deadline`.
-  Replies run(const Batch& batch, steady::time_point deadline, std::string_view step);
+  Replies run(const Batch& batch, steady::time_point deadline, std::string_view step) override;
   // Sends the batch without waiting for its replies: `done` gets them (or
   // the failure) from whichever thread reads them — the leader of a later
   // call on the same connection, or flush(). Commands of one connection
   // run in order. `done` runs on a caller's thread with no lock held; it
   // must not block or call the pool.
-  void send(const Batch& batch, steady::time_point deadline, std::function<void(Replies)> done);
+  void send(const Batch& batch, steady::time_point deadline, std::function<void(Replies)> done) override;
   // Reads the replies of every batch send() left behind (until `deadline`;
   // those unanswered then are dropped): before the pool's users go away.
-  void flush(steady::time_point deadline);
-  // One command; an error reply becomes a Status (to_status).
-  Result<Reply> command(std::span<const std::string_view> words, steady::time_point deadline, std::string_view step,
-                        std::string_view key = {});
-  // EVALSHA; on NOSCRIPT loads the script and retries once.
-  Result<Reply> eval(Script script, std::span<const std::string_view> keys, std::span<const std::string_view> args,
-                     steady::time_point deadline, std::string_view step, std::string_view key = {});
-  // SCRIPT LOAD; the SHA1 the server gave.
-  Result<std::string> load(Script script, steady::time_point deadline);
-  const std::string& sha(Script script) const { return (*shas_)[static_cast<std::size_t>(script)]; }
+  void flush(steady::time_point deadline) override;
+  Result<std::string> load(Script script, steady::time_point deadline) override;
+  Result<std::vector<Pool*>> shards(steady::time_point) override { return std::vector<Pool*>{this}; }
 
  private:
   struct Request;
@@ -201,7 +246,6 @@ class Pool {
   void lead(Channel& ch, std::unique_lock<std::mutex>& lk, Request& me, std::string_view step);
   static void complete(std::vector<std::shared_ptr<Request>>& finished, const Request* me);
 
-  const ScriptShas* shas_;
   const std::uint64_t id_;  // unique per pool, never reused (send()'s thread-local affinity)
   std::atomic<std::uint64_t> generation_{0};
   std::vector<std::unique_ptr<Channel>> channels_;

@@ -28,7 +28,7 @@ inline constexpr std::chrono::milliseconds watcher_ttl{60'000};
 
 struct Store {
   const Config& config;
-  Pool& pool;
+  Commands& pool;
   Subscriber& subscriber;
   const std::string& client_id;
   const std::string& channel_prefix;

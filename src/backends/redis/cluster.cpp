@@ -1,0 +1,393 @@
+#include "backends/redis/cluster.h"
+
+#include "backends/redis/errors.h"
+
+#include <hiredis.h>
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <thread>
+
+namespace dlock::detail::redis {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A command redirected more often than this fails.
+constexpr int max_redirects = 16;
+// How long TRYAGAIN / CLUSTERDOWN waits before the next round.
+constexpr milliseconds pause{20};
+// The slot map is read again at most this often (a MOVED patches its slot at once).
+constexpr milliseconds refresh_every{100};
+
+std::string address(const Endpoint& e) { return e.host + ":" + std::to_string(e.port.value_or(6379)); }
+
+std::string_view text_of(const redisReply* r) {
+  return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR)
+             ? std::string_view(r->str, r->len)
+             : std::string_view();
+}
+
+// "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>" (an empty host
+// means the node asked).
+struct Redirect {
+  bool ask = false;
+  int slot = -1;
+  Endpoint at;
+};
+std::optional<Redirect> redirect_of(const redisReply* r, const Endpoint& asked) {
+  if (!r || r->type != REDIS_REPLY_ERROR) return std::nullopt;
+  std::string_view text = text_of(r);
+  Redirect out;
+  if (text.starts_with("MOVED "))
+    text.remove_prefix(6);
+  else if (text.starts_with("ASK "))
+    out.ask = true, text.remove_prefix(4);
+  else
+    return std::nullopt;
+  const auto space = text.find(' ');
+  const auto colon = text.rfind(':');
+  if (space == std::string_view::npos || colon == std::string_view::npos || colon < space) return std::nullopt;
+  unsigned port = 0;
+  auto [p1, e1] = std::from_chars(text.data(), text.data() + space, out.slot);
+  auto [p2, e2] = std::from_chars(text.data() + colon + 1, text.data() + text.size(), port);
+  if (e1 != std::errc{} || e2 != std::errc{} || out.slot < 0 || out.slot > 16383 || port == 0 || port > 65535)
+    return std::nullopt;
+  std::string host(text.substr(space + 1, colon - space - 1));
+  out.at = Endpoint{host.empty() ? asked.host : host, static_cast<std::uint16_t>(port)};
+  return out;
+}
+
+bool error_starts(const redisReply* r, std::string_view word) {
+  return r && r->type == REDIS_REPLY_ERROR && text_of(r).starts_with(word);
+}
+
+bool same(const Endpoint& a, const Endpoint& b) {
+  return a.host == b.host && a.port.value_or(6379) == b.port.value_or(6379);
+}
+
+// A connection's settings for one node: the URL's, at that address.
+Config node_config(const Config& base, const Endpoint& at) {
+  Config c = base;
+  c.host = at.host;
+  c.port = at.port.value_or(6379);
+  c.discovery = nullptr;
+  c.seeds.clear();
+  c.redacted_url = address(at) + " of " + base.redacted_url;
+  return c;
+}
+
+}  // namespace
+
+struct ClusterRouter::Node {
+  Node(const Config& base, const Endpoint& at) : config(node_config(base, at)), pool(config) {}
+  const Config config;
+  Pool pool;
+};
+
+ClusterRouter::ClusterRouter(const Config& config) : config_(config) {}
+
+ClusterRouter::~ClusterRouter() = default;
+
+Pool& ClusterRouter::pool(const Endpoint& at) {
+  std::lock_guard lk(mu_);
+  auto& node = nodes_[address(at)];
+  if (!node) node = std::make_unique<Node>(config_, at);
+  return node->pool;
+}
+
+std::shared_ptr<const ClusterRouter::SlotMap> ClusterRouter::slot_map() {
+  std::lock_guard lk(mu_);
+  return map_;
+}
+
+Status ClusterRouter::start(steady::time_point deadline) {
+  // Each seed's node id, and the ids it knows (CLUSTER NODES: "<id> <address> <flags> ...").
+  struct Seen {
+    Endpoint seed;
+    std::string id;
+    std::set<std::string> known;
+  };
+  std::vector<Seen> seen;
+  std::string errors;
+  // Each seed gets an equal share of the time left: one that is down
+  // refuses at once, one black-holed costs only its share.
+  for (std::size_t i = 0; i < config_.seeds.size(); ++i) {
+    const Endpoint& seed = config_.seeds[i];
+    const auto now = steady::now();
+    const auto share = now + (deadline - now) / static_cast<long>(config_.seeds.size() - i);
+    const std::string step = "asking seed " + address(seed) + " for the cluster's nodes";
+    const std::string_view words[] = {"CLUSTER", "NODES"};
+    auto reply = pool(seed).command(words, share, step);
+    if (!reply) {
+      const std::string why = reply.status().message();
+      if (why.find("cluster support disabled") != std::string::npos)
+        return Status(errc::invalid_argument, "redis+cluster url " + config_.redacted_url + ": seed " + address(seed) +
+                                                  " is not a cluster node (cluster support "
+                                                  "disabled); use redis:// for a single server");
+      if (reply.status().code() == errc::invalid_argument) return reply.status();
+      errors += (errors.empty() ? "" : "; ") + why;
+      continue;
+    }
+    Seen s{seed, {}, {}};
+    std::string_view text = text_of(reply->get());
+    while (!text.empty()) {
+      const auto end = text.find('\n');
+      std::string_view line = text.substr(0, end);
+      text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+      const auto space = line.find(' ');
+      if (space == std::string_view::npos) continue;
+      std::string id(line.substr(0, space));
+      if (line.find("myself") != std::string_view::npos) s.id = id;
+      s.known.insert(std::move(id));
+    }
+    if (s.id.empty())
+      return Status(errc::internal,
+                    "redis+cluster url " + config_.redacted_url + ": " + step + ": no 'myself' line in CLUSTER NODES");
+    seen.push_back(std::move(s));
+  }
+  if (seen.empty())
+    return Status(errc::unavailable,
+                  "redis+cluster url " + config_.redacted_url + ": no seed answered (" + errors + ")");
+  for (std::size_t i = 1; i < seen.size(); ++i)
+    if (!seen.front().known.count(seen[i].id))
+      return Status(errc::invalid_argument, "redis+cluster url " + config_.redacted_url + ": seeds " +
+                                                address(seen.front().seed) + " and " + address(seen[i].seed) +
+                                                " belong to different clusters (" + address(seen.front().seed) +
+                                                " does not know node " + seen[i].id + "); list nodes of one cluster");
+  return refresh(deadline, &seen.front().seed, true);
+}
+
+Status ClusterRouter::refresh(steady::time_point deadline, const Endpoint* first, bool now) {
+  std::vector<Endpoint> ask;
+  {
+    std::lock_guard lk(mu_);
+    const auto t = steady::now();
+    if (!now && t < refreshed_at_ + refresh_every) return {};
+    refreshed_at_ = t;
+    if (first) ask.push_back(*first);
+    if (map_)
+      for (const auto& m : map_->masters) ask.push_back(m);
+  }
+  ask.insert(ask.end(), config_.seeds.begin(), config_.seeds.end());
+  std::string errors;
+  std::set<std::string> tried;
+  for (const Endpoint& at : ask) {
+    if (!tried.insert(address(at)).second) continue;
+    if (steady::now() >= deadline) break;
+    const std::string step = "reading the slot map from " + address(at);
+    const std::string_view words[] = {"CLUSTER", "SLOTS"};
+    auto reply = pool(at).command(words, deadline, step);
+    if (!reply) {
+      errors += (errors.empty() ? "" : "; ") + reply.status().message();
+      continue;
+    }
+    // [[start, end, [host, port, id], replicas...], ...]
+    const redisReply* r = reply->get();
+    if (r->type != REDIS_REPLY_ARRAY) return Status(errc::internal, "redis backend: " + step + ": not an array");
+    auto map = std::make_shared<SlotMap>();
+    map->owner.fill(-1);
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      const redisReply* range = r->element[i];
+      if (range->type != REDIS_REPLY_ARRAY || range->elements < 3) continue;
+      const redisReply* master = range->element[2];
+      if (range->element[0]->type != REDIS_REPLY_INTEGER || range->element[1]->type != REDIS_REPLY_INTEGER ||
+          master->type != REDIS_REPLY_ARRAY || master->elements < 2 || master->element[1]->type != REDIS_REPLY_INTEGER)
+        continue;
+      const long long lo = range->element[0]->integer, hi = range->element[1]->integer,
+                      port = master->element[1]->integer;
+      if (lo < 0 || hi > 16383 || lo > hi || port <= 0 || port > 65535) continue;
+      std::string host(text_of(master->element[0]));
+      Endpoint m{host.empty() ? at.host : host, static_cast<std::uint16_t>(port)};
+      auto it = std::find_if(map->masters.begin(), map->masters.end(), [&](const Endpoint& e) { return same(e, m); });
+      const auto index = static_cast<std::int16_t>(it - map->masters.begin());
+      if (it == map->masters.end()) map->masters.push_back(m);
+      std::fill(map->owner.begin() + lo, map->owner.begin() + hi + 1, index);
+    }
+    if (map->masters.empty()) {
+      errors += (errors.empty() ? "" : "; ") + address(at) + " serves no slots";
+      continue;
+    }
+    std::lock_guard lk(mu_);
+    map_ = std::move(map);
+    return {};
+  }
+  return Status(errc::unavailable,
+                "redis+cluster url " + config_.redacted_url + ": no node answered CLUSTER SLOTS (" + errors + ")");
+}
+
+void ClusterRouter::moved(int slot, const Endpoint& at) {
+  std::lock_guard lk(mu_);
+  auto map = map_ ? std::make_shared<SlotMap>(*map_) : std::make_shared<SlotMap>();
+  if (!map_) map->owner.fill(-1);
+  auto it = std::find_if(map->masters.begin(), map->masters.end(), [&](const Endpoint& e) { return same(e, at); });
+  const auto index = static_cast<std::int16_t>(it - map->masters.begin());
+  if (it == map->masters.end()) map->masters.push_back(at);
+  map->owner[static_cast<std::size_t>(slot)] = index;
+  map_ = std::move(map);
+}
+
+Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std::string_view step) {
+  if (batch.empty()) return {};
+  // A command still to send: its index, and the node an ASK sent it to.
+  struct Todo {
+    std::size_t index;
+    std::optional<Endpoint> ask;
+  };
+  struct Group {
+    Endpoint at;
+    Batch batch;
+    std::vector<Todo> items;
+  };
+  std::vector<Reply> out(batch.size());
+  std::vector<Todo> todo;
+  for (std::size_t i = 0; i < batch.size(); ++i) todo.push_back({i, std::nullopt});
+  std::size_t failed_at = batch.size();
+  Status failure;
+  auto fail = [&](std::size_t index, const Status& why) {
+    if (index < failed_at) {
+      failed_at = index;
+      failure = why;
+    }
+  };
+  // Rounds with a redirection (MOVED, ASK) are counted; TRYAGAIN and
+  // CLUSTERDOWN are bounded by the deadline only.
+  int redirects = 0;
+  std::set<std::string> scripted;  // nodes the scripts were loaded on in this call
+  while (!todo.empty()) {
+    if (redirects > max_redirects || steady::now() >= deadline) {
+      const std::string why = redirects > max_redirects
+                                  ? "redirected it more than " + std::to_string(max_redirects) + " times"
+                                  : "did not serve it within ClientOptions::op_timeout";
+      for (const Todo& t : todo)
+        fail(t.index, Status(errc::unavailable, "redis backend: " + std::string(step) + ": the cluster " + why +
+                                                    " (a failover or slot migration under way?)"));
+      break;
+    }
+    auto map = slot_map();
+    std::map<std::string, Group> groups;
+    bool again = false, reread = false, redirected = false;
+    std::set<std::string> unscripted;  // nodes that answered NOSCRIPT in this round
+    std::vector<Todo> next;
+    for (const Todo& t : todo) {
+      std::optional<Endpoint> at = t.ask;
+      if (!at) {
+        const int slot = batch.slot(t.index);
+        const int owner = map ? (slot < 0 ? 0 : map->owner[static_cast<std::size_t>(slot)]) : -1;
+        if (owner < 0 || map->masters.empty()) {
+          // Not served (a failover under way, or the map is stale): read it again, then retry.
+          next.push_back(t);
+          again = reread = true;
+          continue;
+        }
+        at = map->masters[static_cast<std::size_t>(owner)];
+      }
+      Group& g = groups[address(*at)];
+      g.at = *at;
+      if (t.ask) g.batch.add({"ASKING"});
+      g.batch.add_copy(batch, t.index);
+      g.items.push_back(t);
+    }
+    for (auto& [where, g] : groups) {
+      Replies got = pool(g.at).run(g.batch, deadline, step);
+      std::size_t at = 0;
+      for (const Todo& t : g.items) {
+        if (t.ask) ++at;  // ASKING's +OK
+        if (at >= got.replies.size()) {
+          fail(t.index, got.failure);
+          continue;
+        }
+        Reply& reply = got.replies[at++];
+        if (auto redirect = redirect_of(reply.get(), g.at)) {
+          redirected = true;
+          if (redirect->ask) {
+            next.push_back({t.index, redirect->at});
+          } else {
+            moved(redirect->slot, redirect->at);
+            next.push_back({t.index, std::nullopt});
+            reread = true;
+          }
+        } else if (is_noscript(reply.get()) && !scripted.count(where)) {
+          // A promoted replica (SCRIPT LOAD is not replicated): load them all there, once.
+          next.push_back(t);
+          unscripted.insert(where);
+        } else if (error_starts(reply.get(), "TRYAGAIN") || error_starts(reply.get(), "CLUSTERDOWN")) {
+          next.push_back(t);
+          again = true;
+          reread = reread || error_starts(reply.get(), "CLUSTERDOWN");
+        } else {
+          out[t.index] = std::move(reply);
+        }
+      }
+      // The node failed us: the next call reads the map (a promoted replica).
+      if (!got.failure.ok()) reread = true;
+    }
+    for (const std::string& where : unscripted) {
+      Batch loads;
+      for (Script script : all_scripts) loads.add({"SCRIPT", "LOAD", script_text(script)});
+      (void)pool(groups[where].at).run(loads, deadline, "loading the scripts");
+      scripted.insert(where);
+    }
+    if (redirected) ++redirects;
+    if (reread) (void)refresh(deadline, nullptr);
+    if (again && !next.empty())
+      std::this_thread::sleep_for(
+          std::min<steady::duration>(pause, std::max(deadline - steady::now(), steady::duration::zero())));
+    todo = std::move(next);
+  }
+  Replies result;
+  for (std::size_t i = 0; i < failed_at; ++i) {
+    if (!out[i]) {
+      // (a later command failed first in time; this one is unknown too)
+      failed_at = i;
+      break;
+    }
+    result.replies.push_back(std::move(out[i]));
+  }
+  if (failed_at < batch.size())
+    result.failure = failure.ok()
+                         ? Status(errc::unavailable, "redis backend: " + std::string(step) + ": a node did not answer")
+                         : failure;
+  return result;
+}
+
+void ClusterRouter::send(const Batch& batch, steady::time_point deadline, std::function<void(Replies)> done) {
+  done(run(batch, deadline, "sending a command"));
+}
+
+void ClusterRouter::flush(steady::time_point deadline) {
+  std::vector<Pool*> pools;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [where, node] : nodes_) pools.push_back(&node->pool);
+  }
+  for (Pool* p : pools) p->flush(deadline);
+}
+
+Result<std::string> ClusterRouter::load(Script script, steady::time_point deadline) {
+  auto map = slot_map();
+  if (!map) return Status(errc::unavailable, "redis+cluster url " + config_.redacted_url + ": no slot map yet");
+  // Every master needs it; one that is down gets it when it answers NOSCRIPT.
+  std::optional<Result<std::string>> first_error;
+  std::optional<std::string> sha;
+  for (const Endpoint& m : map->masters) {
+    auto got = load_on(pool(m), script, deadline);
+    if (got)
+      sha = *got;
+    else if (!first_error)
+      first_error = got;
+  }
+  if (sha) return *sha;
+  return *first_error;
+}
+
+Result<std::vector<Pool*>> ClusterRouter::shards(steady::time_point deadline) {
+  if (Status s = refresh(deadline, nullptr, true); !s) return s;
+  auto map = slot_map();
+  std::vector<Pool*> out;
+  for (const Endpoint& m : map->masters) out.push_back(&pool(m));
+  return out;
+}
+
+}  // namespace dlock::detail::redis

@@ -1,0 +1,87 @@
+// cluster.h — redis+cluster://: the backend's commands sent to the master
+// that serves each key's hash slot.
+//
+// The backend is redis:// with another way of sending its commands (a
+// Commands, session.h): every key of one lock shares the hash tag {<name>},
+// so each script runs on one master, and the ClusterRouter only picks it:
+//   - the slot map comes from CLUSTER SLOTS (on start, from the seeds);
+//   - a command answered MOVED goes again to the master named there, and
+//     the map is read again (at most every 100 ms; the moved slot at once);
+//   - ASK (a slot being migrated, our keys already on the target): ASKING
+//     and the command again on the target, the map unchanged;
+//   - TRYAGAIN (a migration half way for a script's keys) and CLUSTERDOWN
+//     (a failover under way): again after a pause, within the deadline;
+//   - a connection to a master that fails makes the next call re-read the
+//     map, which then names the promoted replica (a failed call is not sent
+//     again: it may have run).
+// Each master has its own Pool (pipelined, session.h); a batch whose
+// commands go to several masters is split, one sub-batch per master, and
+// its replies put back in order. Scripts are loaded on every master, and
+// again on one that answers NOSCRIPT (a promoted replica: SCRIPT LOAD is
+// not replicated), before the command goes there again.
+//
+// Wake-ups are PUBLISHed by the scripts and reach the client's subscriber
+// on whichever node it is connected to (classic pub/sub is broadcast over
+// the cluster bus). Limit: each release message is copied to every node;
+// sharded pub/sub (SPUBLISH) needs the channel in the lock's slot, which
+// the scripts do not do yet (docs/backends.md).
+//
+// Replication is asynchronous, as with redis+sentinel: a failover can lose
+// a lock that had not reached the promoted replica (docs/backends.md).
+#pragma once
+
+#include "backends/redis/options.h"
+#include "backends/redis/session.h"
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace dlock::detail::redis {
+
+class ClusterRouter final : public Commands {
+ public:
+  // `config`: the redis+cluster URL's (seeds, options); it outlives the router.
+  explicit ClusterRouter(const Config& config);
+  ~ClusterRouter() override;
+
+  // Asks every seed who it is and whom it knows: seeds of two clusters, or a
+  // node without cluster support, are refused (invalid_argument); seeds
+  // that do not answer are skipped if one does. Then reads the slot map.
+  Status start(steady::time_point deadline);
+
+  Replies run(const Batch& batch, steady::time_point deadline, std::string_view step) override;
+  // Runs the batch and hands `done` its replies (a redirection needs the
+  // caller's thread).
+  void send(const Batch& batch, steady::time_point deadline, std::function<void(Replies)> done) override;
+  void flush(steady::time_point deadline) override;
+  Result<std::string> load(Script script, steady::time_point deadline) override;
+  Result<std::vector<Pool*>> shards(steady::time_point deadline) override;
+
+ private:
+  // Which master serves each slot (an index into masters, -1 none).
+  struct SlotMap {
+    std::array<std::int16_t, 16384> owner{};
+    std::vector<Endpoint> masters;
+  };
+  struct Node;
+
+  Pool& pool(const Endpoint& at);
+  std::shared_ptr<const SlotMap> slot_map();
+  // Reads CLUSTER SLOTS (from `first`, else the masters, else the seeds);
+  // at most every 100 ms unless `now`.
+  Status refresh(steady::time_point deadline, const Endpoint* first, bool now = false);
+  // A MOVED answer: `slot` is on `at` now.
+  void moved(int slot, const Endpoint& at);
+
+  const Config& config_;
+  std::mutex mu_;
+  std::shared_ptr<const SlotMap> map_;                  // mu_
+  std::map<std::string, std::unique_ptr<Node>> nodes_;  // mu_; by "host:port", never removed
+  steady::time_point refreshed_at_{};                   // mu_
+};
+
+}  // namespace dlock::detail::redis

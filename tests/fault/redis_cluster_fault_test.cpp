@@ -1,0 +1,320 @@
+// redis+cluster:// under failovers and slot migrations. Each test starts its
+// own cluster (scripts/redis-cluster.sh, REPLICAS=1: 3 masters, 1 replica
+// each) in a temp dir, because it moves slots or fails a master over, and
+// stops it at the end.
+//
+// What they show:
+//   - a slot migration (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE)
+//     of a contended lock's slot, and a CLUSTER FAILOVER of its master, in
+//     the middle of a run of several clients taking turns: the fencing-
+//     checking resource sees no two holders and no token twice, every
+//     client keeps taking turns afterwards (no hang), a release is never
+//     lost (the lock is free at once when all are done), and the lock's
+//     keys are on the new master;
+//   - many names spread over every master;
+//   - seeds of two clusters, and a seed that is not a cluster node, are
+//     refused; bad URLs are refused naming the argument; dead seeds fail
+//     connect() within op_timeout.
+#include "child_process.h"
+#include "fenced_resource.h"
+#include "thrown.h"
+
+#include <dlock/dlock.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+long long ms(steady::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
+
+std::string cli(const std::string& port, const std::string& args) {
+  return trimmed(shell_output("timeout 5 redis-cli -h 127.0.0.1 -p " + port + " " + args + " 2>/dev/null"));
+}
+
+class RedisClusterFault : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto out = script("start");
+    std::ifstream in(dir_.path() + "/url");
+    ASSERT_TRUE(std::getline(in, url_)) << "the cluster did not start: " << out;
+    std::ifstream env(dir_.path() + "/env");
+    for (std::string line; std::getline(env, line);) {
+      if (line.starts_with("MASTER_PORTS=")) {
+        std::istringstream ports(line.substr(14, line.size() - 15));
+        for (std::string p; ports >> p;) masters_.push_back(p);
+      }
+    }
+    ASSERT_EQ(masters_.size(), 3u);
+  }
+  void TearDown() override { (void)script("stop"); }
+
+  std::string script(const std::string& args) {
+    return shell_output("REPLICAS=1 CLUSTER_NODE_TIMEOUT_MS=3000 " + std::string(DLOCK_CLUSTER_SCRIPT) + " " +
+                        args.substr(0, args.find(' ')) + " " + dir_.path() +
+                        (args.find(' ') == std::string::npos ? "" : args.substr(args.find(' '))) + " 2>&1");
+  }
+  // The slot of a lock name's keys, and the master serving it.
+  std::string slot_of(const std::string& name) { return cli(masters_[0], "CLUSTER KEYSLOT '" + name + "'"); }
+  std::string master_of(const std::string& slot) { return trimmed(script("master-of " + slot)); }
+
+  // Clients taking turns on `name` (each turn a fenced write) while
+  // `disturb` runs once they all have turns; then every client must take
+  // more turns, the resource must have seen no violation, and the lock
+  // must be free at once when they are done.
+  void contended_run(const std::string& name, const std::function<void()>& disturb);
+  // Takes `name` and expects its lock key on master `port`.
+  void expect_lock_on(const std::string& name, const std::string& port) {
+    auto client = dlock::connect(url_, {.op_timeout = 1s});
+    auto m = client->mutex(name, {.lease = 30s});
+    ASSERT_TRUE(m.try_lock_for(scaled(2s)));
+    EXPECT_EQ(cli(port, "EXISTS 'dlock:{" + name + "}:lock'"), "1") << "the lock is not on master " << port;
+    m.unlock();
+  }
+
+  TempDir dir_;
+  std::string url_;
+  std::vector<std::string> masters_;
+};
+
+void RedisClusterFault::contended_run(const std::string& name, const std::function<void()>& disturb) {
+  FencedResource resource(dir_.path() + "/resource", true);
+  constexpr int workers = 4;
+  std::atomic<bool> stop{false};
+  std::atomic<int> turns[workers] = {};
+  std::atomic<int> errors{0};
+  std::vector<std::shared_ptr<Client>> clients;
+  for (int i = 0; i < 2; ++i) clients.push_back(dlock::connect(url_, {.op_timeout = 1s}));
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      auto m = clients[static_cast<std::size_t>(w % 2)]->mutex(name, {.lease = 3s});
+      // Bounded: at most 60 s and 100 000 turns whatever the test does.
+      const auto until = steady::now() + 60s;
+      for (int i = 0; i < 100'000 && !stop && steady::now() < until; ++i) {
+        try {
+          if (!m.try_lock_for(500ms)) continue;
+        } catch (const Error&) {
+          ++errors;  // unavailable while the slot moves or the master changes: try again
+          std::this_thread::sleep_for(20ms);
+          continue;
+        }
+        if (resource.enter(m.token(), w + 1)) {
+          std::this_thread::sleep_for(1ms);
+          resource.leave(w + 1);
+        }
+        ++turns[w];
+        m.unlock();
+      }
+    });
+  }
+  auto all_at_least = [&](int n) {
+    for (auto& t : turns)
+      if (t.load() < n) return false;
+    return true;
+  };
+  EXPECT_TRUE(eventually([&] { return all_at_least(3); }, scaled(10s))) << "the clients never all took turns";
+  int before[workers];
+  for (int w = 0; w < workers; ++w) before[w] = turns[w].load();
+  const auto disturbed = steady::now();
+  disturb();
+  // No hang: every client takes turns again.
+  EXPECT_TRUE(eventually(
+      [&] {
+        for (int w = 0; w < workers; ++w)
+          if (turns[w].load() < before[w] + 3) return false;
+        return true;
+      },
+      scaled(15s)))
+      << "a client stopped taking turns after the disturbance";
+  std::printf("every client took 3 more turns %lld ms after the disturbance began; %d errors on the way\n",
+              ms(steady::now() - disturbed), errors.load());
+  stop = true;
+  for (auto& t : threads) t.join();
+  // No lost release: the lock is free at once.
+  auto after = dlock::connect(url_, {.op_timeout = 1s});
+  auto m = after->mutex(name);
+  EXPECT_TRUE(m.try_lock()) << "the lock was left held after every client released it";
+  m.unlock();
+  const auto counts = resource.counts();
+  EXPECT_GT(counts.accepted, 0u);
+  EXPECT_EQ(counts.overlaps, 0u) << "two holders at once";
+  EXPECT_EQ(counts.duplicate_tokens, 0u) << "a token issued twice";
+  EXPECT_EQ(counts.stale_rejected, 0u) << "a stale holder wrote";
+}
+
+// The lock's slot moves to another master in the middle of the run: ASK
+// (keys already moved) and TRYAGAIN (a script's keys split between the two)
+// while it moves, MOVED afterwards.
+TEST_F(RedisClusterFault, SlotMigrationDuringAContendedRunKeepsMutualExclusion) {
+  const std::string name = "orders", slot = slot_of(name);
+  const std::string from = master_of(slot);
+  ASSERT_FALSE(from.empty());
+  const std::string to = from == masters_[0] ? masters_[1] : masters_[0];
+  contended_run(name, [&] {
+    const std::string moved = trimmed(script("migrate " + slot + " " + to));
+    EXPECT_EQ(moved, from) << "the migration failed: " << moved;
+  });
+  EXPECT_EQ(master_of(slot), to);
+  expect_lock_on(name, to);
+  EXPECT_TRUE(cli(from, "EXISTS 'dlock:{" + name + "}:lock'").starts_with("MOVED")) << "the old master still serves it";
+}
+
+// A slot half way through a migration, with none of a lock's keys on the
+// source yet: the source answers ASK, the client follows it with ASKING to
+// the target, which answers TRYAGAIN (a script's keys are not all there)
+// until the migration ends; then MOVED, and the lock is taken on the target
+// within the one call.
+TEST_F(RedisClusterFault, AskAndTryAgainAreFollowedUntilTheMigrationEnds) {
+  const std::string name = "fresh", slot = slot_of(name);
+  const std::string from = master_of(slot);
+  const std::string to = from == masters_[0] ? masters_[1] : masters_[0];
+  const std::string from_id = cli(from, "CLUSTER MYID"), to_id = cli(to, "CLUSTER MYID");
+  ASSERT_EQ(cli(to, "CLUSTER SETSLOT " + slot + " IMPORTING " + from_id), "OK");
+  ASSERT_EQ(cli(from, "CLUSTER SETSLOT " + slot + " MIGRATING " + to_id), "OK");
+  auto asking_calls = [&] {
+    const std::string stats = cli(to, "INFO commandstats");
+    const auto at = stats.find("cmdstat_asking:calls=");
+    return at == std::string::npos ? 0 : std::stoi(stats.substr(at + 21));
+  };
+  const int asked_before = asking_calls();
+  auto client = dlock::connect(url_, {.op_timeout = 3s});
+  auto m = client->mutex(name, {.lease = 30s});
+  std::thread finish([&] {
+    std::this_thread::sleep_for(300ms);
+    for (const auto& port : {to, from}) (void)cli(port, "CLUSTER SETSLOT " + slot + " NODE " + to_id);
+  });
+  const auto start = steady::now();
+  bool locked = false;
+  try {
+    locked = m.try_lock_for(scaled(2s));
+  } catch (const Error& e) {
+    ADD_FAILURE() << e.what();
+  }
+  finish.join();
+  EXPECT_TRUE(locked) << "not locked once the migration ended";
+  EXPECT_GE(steady::now() - start, 250ms) << "locked while the slot was still migrating";
+  EXPECT_GT(asking_calls(), asked_before) << "the client did not follow ASK to the importing node";
+  EXPECT_EQ(cli(to, "EXISTS 'dlock:{" + name + "}:lock'"), "1");
+  if (locked) m.unlock();
+}
+
+// CLUSTER FAILOVER of the lock's master (the replica catches up, then takes
+// over; the old master answers MOVED from then on) in the middle of the run.
+TEST_F(RedisClusterFault, FailoverDuringAContendedRunKeepsMutualExclusion) {
+  const std::string name = "stock", slot = slot_of(name);
+  const std::string old_master = master_of(slot);
+  ASSERT_FALSE(old_master.empty());
+  std::string new_master;
+  contended_run(name, [&] { new_master = trimmed(script("failover " + old_master)); });
+  ASSERT_NE(new_master, old_master);
+  EXPECT_EQ(master_of(slot), new_master);
+  expect_lock_on(name, new_master);
+}
+
+// Names land on every master, and one client holds locks on all of them at
+// once; each command went straight to its slot's master (the client hashes
+// as the servers do: no MOVED answered, as Redis 7's errorstats count).
+TEST_F(RedisClusterFault, ManyLocksSpreadOverEveryMaster) {
+  auto client = dlock::connect(url_, {.op_timeout = 1s});
+  std::vector<Mutex> held;
+  for (int i = 0; i < 60; ++i) {
+    held.push_back(client->mutex("item:" + std::to_string(i), {.lease = 30s}));
+    ASSERT_TRUE(held.back().try_lock()) << i;
+  }
+  for (const auto& port : masters_) {
+    const std::string keys = cli(port, "DBSIZE");
+    EXPECT_GT(std::stoi(keys.empty() ? "0" : keys), 0) << "no lock on master " << port;
+  }
+  const auto listed = client->list_locks("item:");
+  EXPECT_EQ(listed.size(), 60u);
+  for (auto& m : held) m.unlock();
+  for (const auto& port : masters_)
+    EXPECT_EQ(cli(port, "INFO errorstats").find("errorstat_MOVED"), std::string::npos)
+        << "master " << port << " redirected a command: the client's slot differs from the server's";
+}
+
+// A seed of another cluster (a lone cluster node: a cluster of its own),
+// and a seed that is a plain server, are refused at connect().
+TEST_F(RedisClusterFault, SeedsOfTwoClustersOrAPlainServerAreRefused) {
+  TempDir other;
+  const std::string ports =
+      std::string(DLOCK_CLUSTER_SCRIPT).substr(0, std::string(DLOCK_CLUSTER_SCRIPT).rfind('/')) + "/ports.sh";
+  const std::string bus = trimmed(shell_output("bash -c 'source " + ports + "; free_port'"));
+  const std::string redis_server =
+      std::string(DLOCK_CLUSTER_SCRIPT).substr(0, std::string(DLOCK_CLUSTER_SCRIPT).rfind('/')) + "/redis-server.sh";
+  // Both stopped however the test ends (before `other` goes).
+  struct StopBoth {
+    std::string script, dir;
+    ~StopBoth() {
+      for (const char* which : {"/lone", "/plain"}) (void)shell_output(script + " stop " + dir + which + " 2>&1");
+    }
+  } stop_both{redis_server, other.path()};
+  auto start = [&](const std::string& dir, const std::string& extra) {
+    (void)shell_output("REDIS_EXTRA_ARGS='" + extra + "' " + redis_server + " start " + dir + " 2>&1");
+    std::ifstream in(dir + "/url");
+    std::string url;
+    std::getline(in, url);
+    return url.substr(url.rfind(':') + 1);
+  };
+  const std::string lone = start(other.path() + "/lone", "--cluster-enabled yes --cluster-port " + bus +
+                                                             " --cluster-config-file " + other.path() + "/nodes.conf");
+  const std::string plain = start(other.path() + "/plain", "");
+  const std::string seeds = url_.substr(std::string("redis+cluster://").size());
+  auto refused = [&](const std::string& url, const std::string& named) {
+    expect_thrown_naming([&] { (void)dlock::connect(url, {.op_timeout = 2s}); }, errc::invalid_argument, named, url);
+  };
+  ASSERT_FALSE(lone.empty());
+  ASSERT_FALSE(plain.empty());
+  refused("redis+cluster://" + seeds + ",127.0.0.1:" + lone, "different clusters");
+  refused("redis+cluster://127.0.0.1:" + plain + "," + seeds, "not a cluster node");
+  // A seed that is not there is skipped: the others answer.
+  auto client = dlock::connect("redis+cluster://127.0.0.1:1," + seeds, {.op_timeout = 2s});
+  auto m = client->mutex("x");
+  EXPECT_TRUE(m.try_lock());
+  m.unlock();
+}
+
+// No server needed: the URL is refused before any I/O, naming the part.
+TEST(RedisClusterUrl, BadUrlsAreRefusedNamingTheArgument) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"redis+cluster://", "seed"},
+      {"redis+cluster://127.0.0.1:7000,127.0.0.1:7000", "listed twice"},
+      {"redis+cluster://127.0.0.1:7000/1", "no path"},
+      {"redis+cluster://127.0.0.1:7000?db=1", "no db"},
+      {"redis+cluster://127.0.0.1:7000?wait_replicas=1", "wait_replicas"},
+      {"redis+cluster://127.0.0.1:7000?prefix=a{b", "prefix"},
+      {"redis+cluster://127.0.0.1:7000?colour=blue", "colour"},
+  };
+  for (const auto& [url, named] : bad)
+    expect_thrown_naming([&] { (void)dlock::connect(url, {.op_timeout = 500ms}); }, errc::invalid_argument, named, url);
+}
+
+TEST(RedisClusterUrl, DeadSeedsFailWithinTheTimeout) {
+  const auto start = steady::now();
+  try {
+    (void)dlock::connect("redis+cluster://127.0.0.1:1,127.0.0.1:2", {.op_timeout = 500ms});
+    ADD_FAILURE() << "connected with no seed there";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), errc::unavailable) << e.what();
+  }
+  EXPECT_LT(steady::now() - start, scaled(1500ms));
+}
+
+}  // namespace
+}  // namespace dlock::test
