@@ -34,6 +34,9 @@ struct NemesisBackend {
   std::string script;  // scripts/<server>.sh; empty: an embedded store (file, sqlite)
   // The faults its guarantees cover (docs/reliability.md says why others are left out).
   std::vector<Fault> faults;
+  // Faults under which the suite has caught it breaking a guarantee, not
+  // yet fixed: left out of CI, run by the soak with --all-faults.
+  std::vector<Fault> failing = {};
 };
 
 // Every backend of this build, from the CMake options.

@@ -1,7 +1,7 @@
 // dlock_nemesis_soak — long random schedules of every fault a backend
 // claims (tests/fault/soak.sh runs it per backend and prints the table).
 //
-//   dlock_nemesis_soak --backend NAME|URL [--minutes N] [--seed S] [--header]
+//   dlock_nemesis_soak --backend NAME|URL [--minutes N] [--seed S] [--all-faults] [--header]
 //
 // NAME is a backend of nemesis_backends() (file, sqlite, redis, zookeeper,
 // etcd, postgres, mysql); a URL picks one by its scheme (redis://... is
@@ -9,6 +9,8 @@
 // Prints one row: backend, seed, minutes, operations (acquire calls),
 // holds, writes, faults per kind, violations, longest unavailability, lost
 // locks reported; then each violation. Exit 1 if there was one.
+// --all-faults adds the faults the backend is known to fail under
+// (NemesisBackend::failing).
 #include "client_network.h"
 #include "nemesis.h"
 
@@ -34,14 +36,16 @@ int main(int argc, char** argv) {
   double minutes = 2;
   std::uint64_t seed = std::random_device{}();
   bool header = false;
+  bool all_faults = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--backend" && i + 1 < argc) backend = backend_name(argv[++i]);
     else if (a == "--minutes" && i + 1 < argc) minutes = std::stod(argv[++i]);
     else if (a == "--seed" && i + 1 < argc) seed = std::stoull(argv[++i]);
     else if (a == "--header") header = true;
+    else if (a == "--all-faults") all_faults = true;
     else {
-      std::cerr << "usage: dlock_nemesis_soak --backend NAME|URL [--minutes N] [--seed S] [--header]\n";
+      std::cerr << "usage: dlock_nemesis_soak --backend NAME|URL [--minutes N] [--seed S] [--all-faults] [--header]\n";
       return 64;
     }
   }
@@ -52,6 +56,7 @@ int main(int argc, char** argv) {
   }
   NemesisBackend chosen = *b;
   std::string note;
+  if (all_faults) chosen.faults.insert(chosen.faults.end(), chosen.failing.begin(), chosen.failing.end());
   if (auto why = ClientNetwork::unavailable_reason(); !why.empty()) {
     std::erase(chosen.faults, Fault::partition);
     note = " (no partitions: " + why + ")";
