@@ -89,7 +89,9 @@ struct CheckResult {
 // Checks the history:
 //   exclusion   the accepted writes of two holds (process, token) never
 //               interleave in the resource's order: a hold's writes form one
-//               run;
+//               run (a process granted the same token again, with no other
+//               holder's write between, holds the same grant: a release
+//               that failed left the store's entry);
 //   tokens      each hold's token is greater than the one before it;
 //   lost        a hold overtaken by the next one (whose first accepted write
 //               came before its own release) was told `lost` no later than

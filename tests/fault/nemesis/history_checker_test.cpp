@@ -75,6 +75,21 @@ TEST(HistoryChecker, ATokenNotGreaterThanTheLastIsCaught) {
   EXPECT_TRUE(has(violations(lower), "tokens:"));
 }
 
+TEST(HistoryChecker, TheSameGrantAfterAFailedReleaseIsOneHold) {
+  Build again;
+  again.add(0, A, "acquire", "ok", 6).add(1, A, "write", "ok", 6, 1);
+  again.add(2, A, "release", "invoke", 6).add(500, A, "release", "fail", 6, 0, "unavailable");
+  again.add(501, A, "acquire", "ok", 6).add(502, A, "write", "ok", 6, 2).add(503, A, "release", "invoke", 6);
+  again.hold(B, 7, 600, {3}).final_ok(700);
+  EXPECT_TRUE(violations(again).empty()) << violations(again).front();
+
+  Build between;  // another holder's write in between: the old token is stale
+  between.add(0, A, "acquire", "ok", 6).add(1, A, "write", "ok", 6, 1).add(2, A, "release", "invoke", 6);
+  between.hold(B, 7, 10, {2});
+  between.add(501, A, "acquire", "ok", 6).add(502, A, "write", "ok", 6, 3).final_ok(700);
+  EXPECT_TRUE(has(violations(between), "tokens:"));
+}
+
 // A is overtaken by B's first write at 110 ms while it has not released.
 Build overtaken() {
   Build b;
