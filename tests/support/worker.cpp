@@ -22,7 +22,9 @@
 //   nemesis URL NAME RESOURCE HISTORY RUN_MS LEASE_MS OP_TIMEOUT_MS WAIT_MS SEED lock|nolock [NETNS]
 //       For RUN_MS, loops: try_lock_for(WAIT_MS) on a Mutex leased LEASE_MS
 //       (watchdog) with calls bounded by OP_TIMEOUT_MS; holding, 1 to 4
-//       ordered fenced writes 5 to 60 ms apart, polling lost(); unlock.
+//       ordered fenced writes 5 to 60 ms apart (one hold in ten, and every
+//       hold with NETNS: a write every 50 ms for 1.25 leases), polling
+//       lost(); unlock.
 //       Every step goes to the HISTORY file (history.h). "nolock": no lock
 //       and token 0 (the control run). NETNS: the network namespace
 //       (/var/run/netns/NETNS) it joins before connecting.
@@ -176,7 +178,8 @@ int nemesis_worker(char** argv, int argc) {
       wait{std::stol(argv[9])};
   std::mt19937 rng(static_cast<std::uint32_t>(std::stoul(argv[10])));
   const bool locking = std::string(argv[11]) == "lock";
-  if (argc > 12) {
+  const bool isolated = argc > 12;
+  if (isolated) {
     const int ns = ::open((std::string("/var/run/netns/") + argv[12]).c_str(), O_RDONLY | O_CLOEXEC);
     if (ns < 0 || ::setns(ns, CLONE_NEWNET) != 0) throw std::runtime_error("cannot join network namespace");
     ::close(ns);
@@ -216,8 +219,13 @@ int nemesis_worker(char** argv, int argc) {
     }
     record("acquire", "ok", token);
     bool lost = false;
-    const int writes = between(1, 4);
-    for (int i = 0; i < writes && !lost; ++i) {
+    // One hold in ten outlasts the lease (the watchdog must renew it, and a
+    // fault in its middle must end in `lost` before anyone else writes);
+    // every hold of the worker in a namespace (the one a partition cuts off).
+    const bool long_hold = isolated || between(1, 10) == 1;
+    const int writes = long_hold ? 1000 : between(1, 4);
+    const auto hold_end = steady_clock::now() + (long_hold ? lease + lease / 4 : 10 * lease);
+    for (int i = 0; i < writes && !lost && steady_clock::now() < hold_end; ++i) {
       if (locking && mutex.lost()) {
         lost = true;
         break;
@@ -225,7 +233,7 @@ int nemesis_worker(char** argv, int argc) {
       const auto written = resource.write_ordered(token, me);
       record("write", written.accepted ? "ok" : "fail", token, written.seq);
       if (!written.accepted) break;
-      const auto until = steady_clock::now() + milliseconds(between(5, 60));
+      const auto until = steady_clock::now() + milliseconds(long_hold ? 50 : between(5, 60));
       while (steady_clock::now() < until && !(lost = locking && mutex.lost())) std::this_thread::sleep_for(5ms);
     }
     if (lost) record("lost", "info", token);
