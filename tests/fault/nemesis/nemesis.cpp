@@ -9,14 +9,13 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
-#include <optional>
 #include <random>
 #include <regex>
-#include <set>
 #include <sstream>
 #include <thread>
 
