@@ -48,6 +48,9 @@ std::vector<NemesisBackend> nemesis_backends() {
   // No restart: a redis-server without persistence forgets its locks and
   // its token counter when it restarts (docs/reliability.md).
   all.push_back({"redis", dir + "/redis-server.sh", {F::pause_client, F::kill_client, F::pause_server, F::partition}});
+  // The same with every write in the append-only file before its reply
+  // (appendfsync always): locks and tokens survive a restart.
+  all.push_back({"redis_aof", dir + "/redis-server.sh", {F::restart_server}});
 #endif
 #ifdef DLOCK_WITH_ZOOKEEPER
   all.push_back({"zookeeper", dir + "/zookeeper-server.sh", every});
@@ -122,15 +125,16 @@ class Store {
                               std::regex_constants::format_first_only);
   }
   bool pause() {
-    if (backend_.name == "redis") return sh("kill -STOP $(cat " + dir_ + "/redis.pid)");
+    if (redis()) return sh("kill -STOP $(cat " + dir_ + "/redis.pid)");
     return script(backend_.name == "zookeeper" ? "pause-node" : "pause", clustered());
   }
   bool resume() {
-    if (backend_.name == "redis") return sh("kill -CONT $(cat " + dir_ + "/redis.pid)");
+    if (redis()) return sh("kill -CONT $(cat " + dir_ + "/redis.pid)");
     return script(backend_.name == "zookeeper" ? "resume-node" : "resume", clustered());
   }
   // A crash (SIGKILL) and a start on the same port and data.
   bool restart() {
+    if (redis()) (void)sh("kill -KILL $(cat " + dir_ + "/redis.pid)");  // its restart would stop it cleanly
     if (!clustered()) return script("restart");
     if (!script(backend_.name == "etcd" ? "kill" : "kill-node", true)) return false;
     // start-node refuses while the killed member's pid is still there: a few tries.
@@ -144,8 +148,11 @@ class Store {
  private:
   // etcd's and zookeeper's scripts make clusters: one member here, named 1.
   bool clustered() const { return backend_.name == "etcd" || backend_.name == "zookeeper"; }
+  bool redis() const { return backend_.name.starts_with("redis"); }
   bool script(const std::string& verb, bool node = false) {
-    return sh(backend_.script + " " + verb + " " + dir_ + (node ? " 1" : ""));
+    const std::string env =
+        backend_.name == "redis_aof" ? "REDIS_EXTRA_ARGS='--appendonly yes --appendfsync always' " : "";
+    return sh(env + backend_.script + " " + verb + " " + dir_ + (node ? " 1" : ""));
   }
   const NemesisBackend& backend_;
   std::string dir_, url_;
