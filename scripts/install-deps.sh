@@ -23,6 +23,8 @@
 # scripts/etcd-protos.sh unpacks into a cache without installing the Go toolchain), the
 # servers its tests start (scripts/etcd-server.sh, with curl for the readiness check),
 # etcdctl for the interop tests, and python3-etcd3 for bench/etcd.sh's tooz peer.
+# iptables and iproute2: the nemesis suite's network partitions (a worker in a network
+# namespace of the test's own, cut off by an iptables DROP on its veth).
 set -euo pipefail
 
 packages=(
@@ -42,6 +44,7 @@ packages=(
   libmariadb-dev mariadb-server
   etcd-server etcd-client curl
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-etcd3
+  iptables iproute2
 )
 
 missing=()

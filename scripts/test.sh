@@ -8,6 +8,9 @@
 #      UndefinedBehaviorSanitizer, but for the 10,000-lock and -permit renewal
 #      tests (their bound on batches per period assumes an uninstrumented client;
 #      step 1 runs them);
+#      (the nemesis suite, dlock_nemesis_tests, runs in step 1 only: its
+#      bounds are set for uninstrumented workers; its checker's unit tests
+#      run here);
 #   3. the same under ThreadSanitizer, also without the host-name lookup test
 #      (glibc's getaddrinfo_a runs lookups on a thread it starts itself, which
 #      TSan's runtime does not know and crashes in);
@@ -46,7 +49,7 @@ if ((quick == 0)); then
     cmake --build --preset "$preset" -j "$jobs" --target dlock_unit_tests dlock_conformance_tests \
       dlock_file_fault_tests dlock_redis_fault_tests dlock_zookeeper_fault_tests dlock_postgres_fault_tests \
       dlock_mysql_fault_tests dlock_redis_sentinel_fault_tests dlock_redis_cluster_fault_tests dlock_quorum_fault_tests \
-      dlock_etcd_fault_tests
+      dlock_etcd_fault_tests dlock_history_checker_tests
     ctest --preset "$preset" -j "$test_jobs" --timeout 300
   done
   step "fuzz build: the fuzzers, a bounded time each"

@@ -19,6 +19,7 @@ struct FencedResource::State {
   std::int64_t occupancy;  // holders in between occupy() and vacate()
   ResourceCounts counts;
   std::atomic<std::int64_t> counter;
+  std::uint64_t writes;  // write_ordered() calls
 };
 
 namespace {
@@ -59,9 +60,11 @@ FencedResource::FencedResource(const std::string& path, bool create) {
 
 FencedResource::~FencedResource() { ::munmap(state_, sizeof(State)); }
 
-bool FencedResource::enter(std::uint64_t token, std::int64_t holder) {
-  Locked lk(&state_->mu);
-  auto& s = *state_;
+namespace {
+
+// enter() with the state's mutex held.
+template <class State>
+bool enter_locked(State& s, std::uint64_t token, std::int64_t holder) {
   if (token != 0) {
     if (token < s.max_token) {
       ++s.counts.stale_rejected;
@@ -78,6 +81,20 @@ bool FencedResource::enter(std::uint64_t token, std::int64_t holder) {
   s.inside = holder;
   ++s.counts.accepted;
   return true;
+}
+
+}  // namespace
+
+bool FencedResource::enter(std::uint64_t token, std::int64_t holder) {
+  Locked lk(&state_->mu);
+  return enter_locked(*state_, token, holder);
+}
+
+FencedResource::Ordered FencedResource::write_ordered(std::uint64_t token, std::int64_t holder) {
+  Locked lk(&state_->mu);
+  const bool ok = enter_locked(*state_, token, holder);
+  if (ok && state_->inside == holder) state_->inside = 0;
+  return {ok, ++state_->writes};
 }
 
 void FencedResource::leave(std::int64_t holder) {

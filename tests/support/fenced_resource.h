@@ -43,6 +43,13 @@ class FencedResource {
   void leave(std::int64_t holder);
   // One fenced write: enter + leave.
   bool write(std::uint64_t token, std::int64_t holder);
+  // write(), and its place in the order of every write_ordered() call
+  // (accepted or not), counted from 1: a history's order of writes.
+  struct Ordered {
+    bool accepted;
+    std::uint64_t seq;
+  };
+  Ordered write_ordered(std::uint64_t token, std::int64_t holder);
   // For sections N holders may share (a Semaphore's permits): one holder
   // in, one out; counts() reports the most that were ever in at once.
   void occupy();

@@ -43,13 +43,17 @@ bool relay(int from, int to, std::string& marker, std::string& dropped) {
 
 }  // namespace
 
-TcpProxy::TcpProxy(int target_port) : target_port_(target_port) {
+TcpProxy::TcpProxy(int target_port) : TcpProxy(target_port, "127.0.0.1") {}
+
+TcpProxy::TcpProxy(int target_port, const std::string& listen_ip) : target_port_(target_port) {
   listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   auto addr = loopback(0);
+  if (::inet_pton(AF_INET, listen_ip.c_str(), &addr.sin_addr) != 1)
+    throw std::runtime_error("tcp proxy: not an IPv4 address: " + listen_ip);
   socklen_t len = sizeof addr;
   if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener_, 64) != 0 ||
       ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 || ::pipe2(wake_, O_CLOEXEC) != 0)
-    throw std::runtime_error("tcp proxy: cannot listen on 127.0.0.1");
+    throw std::runtime_error("tcp proxy: cannot listen on " + listen_ip);
   port_ = ntohs(addr.sin_port);
   thread_ = std::thread([this] { run(); });
 }

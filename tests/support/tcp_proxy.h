@@ -17,6 +17,10 @@ class TcpProxy {
  public:
   // Listens on a free port of 127.0.0.1 and relays to 127.0.0.1:target_port.
   explicit TcpProxy(int target_port);
+  // Listens on a free port of `listen_ip` (an IPv4 address of this host, e.g.
+  // a veth's end that a client in a network namespace reaches) and relays
+  // to 127.0.0.1:target_port.
+  TcpProxy(int target_port, const std::string& listen_ip);
   ~TcpProxy();
   TcpProxy(const TcpProxy&) = delete;
   TcpProxy& operator=(const TcpProxy&) = delete;

@@ -19,15 +19,27 @@
 //                  "write accepted|rejected lost=0|1"
 //       "unlock" → prints "unlock ok" or "unlock <error code>"
 //       EOF      → exits (without unlocking)
+//   nemesis URL NAME RESOURCE HISTORY RUN_MS LEASE_MS OP_TIMEOUT_MS WAIT_MS SEED lock|nolock [NETNS]
+//       For RUN_MS, loops: try_lock_for(WAIT_MS) on a Mutex leased LEASE_MS
+//       (watchdog) with calls bounded by OP_TIMEOUT_MS; holding, 1 to 4
+//       ordered fenced writes 5 to 60 ms apart (one hold in ten, and every
+//       hold with NETNS: a write every 50 ms for 1.25 leases), polling
+//       lost(); unlock.
+//       Every step goes to the HISTORY file (history.h). "nolock": no lock
+//       and token 0 (the control run). NETNS: the network namespace
+//       (/var/run/netns/NETNS) it joins before connecting.
 //   barrier URL NAME PARTIES
 //       One member of a Barrier: prints "arriving", enters (blocks),
 //       prints "entered", then obeys stdin lines:
 //       "leave"  → leaves (blocks) and prints "left"
 //       EOF      → exits (a member still in leaves with its session)
 #include "fenced_resource.h"
+#include "history.h"
 
 #include <dlock/dlock.h>
 
+#include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -35,6 +47,8 @@
 #include <functional>
 #include <optional>
 #include <iostream>
+#include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -156,6 +170,87 @@ int hold(const std::string& url, const std::string& name, long lease_ms, const s
   return 0;
 }
 
+int nemesis_worker(char** argv, int argc) {
+  using namespace std::chrono;
+  using dlock::test::Event;
+  const std::string url = argv[2], name = argv[3];
+  const milliseconds run{std::stol(argv[6])}, lease{std::stol(argv[7])}, op_timeout{std::stol(argv[8])},
+      wait{std::stol(argv[9])};
+  std::mt19937 rng(static_cast<std::uint32_t>(std::stoul(argv[10])));
+  const bool locking = std::string(argv[11]) == "lock";
+  const bool isolated = argc > 12;
+  if (isolated) {
+    const int ns = ::open((std::string("/var/run/netns/") + argv[12]).c_str(), O_RDONLY | O_CLOEXEC);
+    if (ns < 0 || ::setns(ns, CLONE_NEWNET) != 0) throw std::runtime_error("cannot join network namespace");
+    ::close(ns);
+  }
+  dlock::test::FencedResource resource(argv[4], false);
+  dlock::test::HistoryWriter history(argv[5]);
+  const std::int64_t me = ::getpid();
+  auto record = [&](const char* op, const char* type, std::uint64_t token = 0, std::uint64_t seq = 0,
+                    std::string detail = "-") { history.append({0, me, op, type, token, seq, std::move(detail)}); };
+  const auto end = steady_clock::now() + run;
+  std::shared_ptr<dlock::Client> client;
+  while (!client && steady_clock::now() < end) {
+    try {
+      client = dlock::connect(url, {.op_timeout = op_timeout});
+    } catch (const dlock::Error&) {
+      std::this_thread::sleep_for(100ms);  // the store is down or cut off: the nemesis heals it
+    }
+  }
+  if (!client) return 0;
+  auto mutex = client->mutex(name, {.lease = lease, .lease_mode = dlock::LeaseMode::watchdog});
+  auto between = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  while (steady_clock::now() < end) {
+    record("acquire", "invoke");
+    std::uint64_t token = 0;
+    if (locking) {
+      try {
+        if (!mutex.try_lock_for(wait)) {
+          record("acquire", "fail", 0, 0, "timeout");
+          continue;
+        }
+      } catch (const dlock::Error& e) {
+        record("acquire", "fail", 0, 0, std::string(dlock::to_string(e.kind())));
+        std::this_thread::sleep_for(50ms);
+        continue;
+      }
+      token = mutex.token();
+    }
+    record("acquire", "ok", token);
+    bool lost = false;
+    // One hold in ten outlasts the lease (the watchdog must renew it, and a
+    // fault in its middle must end in `lost` before anyone else writes);
+    // every hold of the worker in a namespace (the one a partition cuts off).
+    const bool long_hold = isolated || between(1, 10) == 1;
+    const int writes = long_hold ? 1000 : between(1, 4);
+    const auto hold_end = steady_clock::now() + (long_hold ? lease + lease / 4 : 10 * lease);
+    for (int i = 0; i < writes && !lost && steady_clock::now() < hold_end; ++i) {
+      if (locking && mutex.lost()) {
+        lost = true;
+        break;
+      }
+      const auto written = resource.write_ordered(token, me);
+      record("write", written.accepted ? "ok" : "fail", token, written.seq);
+      if (!written.accepted) break;
+      const auto until = steady_clock::now() + milliseconds(long_hold ? 50 : between(5, 60));
+      while (steady_clock::now() < until && !(lost = locking && mutex.lost())) std::this_thread::sleep_for(5ms);
+    }
+    if (lost) record("lost", "info", token);
+    record("release", "invoke", token);
+    if (locking) {
+      const auto released = mutex.unlock_checked();
+      record("release", released.ok() ? "ok" : "fail", token, 0,
+             released.ok() ? "-" : std::string(dlock::to_string(released.code())));
+      if (!lost && released.code() == dlock::errc::lock_lost) record("lost", "info", token);
+    } else {
+      record("release", "ok", token);
+    }
+    std::this_thread::sleep_for(milliseconds(between(0, 20)));
+  }
+  return 0;
+}
+
 int barrier_member(const std::string& url, const std::string& name, int parties) {
   auto client = dlock::connect(url);
   auto barrier = client->barrier(name, parties, {.lease = short_lease});
@@ -179,6 +274,7 @@ int main(int argc, char** argv) {
     std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "hammer" && argc >= 7)
       return hammer(argv[2], argv[3], std::stoi(argv[4]), argv[5], std::stoi(argv[6]), argc > 7 ? argv[7] : "");
+    if (cmd == "nemesis" && (argc == 12 || argc == 13)) return nemesis_worker(argv, argc);
     if (cmd == "barrier" && argc == 5) return barrier_member(argv[2], argv[3], std::stoi(argv[4]));
     if (cmd == "hold" && (argc == 7 || argc == 8))
       return hold(argv[2], argv[3], std::stol(argv[4]), argv[5], argv[6], argc == 8 ? argv[7] : "mutex");

@@ -1,0 +1,370 @@
+#include "nemesis.h"
+
+#include "child_process.h"
+#include "client_network.h"
+#include "fenced_resource.h"
+#include "tcp_proxy.h"
+
+#include <dlock/dlock.h>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+namespace dlock::test {
+
+const char* to_string(Fault f) {
+  switch (f) {
+    case Fault::pause_client: return "pause-client";
+    case Fault::kill_client: return "kill-client";
+    case Fault::pause_server: return "pause-server";
+    case Fault::restart_server: return "restart-server";
+    case Fault::partition: return "partition";
+  }
+  return "?";
+}
+
+std::vector<NemesisBackend> nemesis_backends() {
+  using F = Fault;
+  const std::string dir = DLOCK_SCRIPTS_DIR;
+  std::vector<NemesisBackend> all;
+  const std::vector<F> process = {F::pause_client, F::kill_client};
+  const std::vector<F> every = {F::pause_client, F::kill_client, F::pause_server, F::restart_server, F::partition};
+#ifdef DLOCK_WITH_FILE
+  all.push_back({"file", "", process});
+#endif
+#ifdef DLOCK_WITH_SQLITE
+  all.push_back({"sqlite", "", process});
+#endif
+#ifdef DLOCK_WITH_REDIS
+  // No restart: a redis-server without persistence forgets its locks and
+  // its token counter when it restarts (docs/reliability.md).
+  all.push_back({"redis", dir + "/redis-server.sh", {F::pause_client, F::kill_client, F::pause_server, F::partition}});
+  // The same with every write in the append-only file before its reply
+  // (appendfsync always): locks and tokens survive a restart.
+  all.push_back({"redis_aof", dir + "/redis-server.sh", {F::restart_server}});
+#endif
+#ifdef DLOCK_WITH_ZOOKEEPER
+  all.push_back({"zookeeper", dir + "/zookeeper-server.sh", every});
+#endif
+#ifdef DLOCK_WITH_ETCD
+  // A stopped server: an unlock that timed out while it was stopped is
+  // applied after it resumes, after the same client's next acquisition
+  // found its old key (same lease, same key) still there and took it as
+  // granted, so that grant's key is deleted under it and the next waiter
+  // holds at once (caught by the checker; the fence refused the old
+  // holder's write). Left out until the backend is fixed.
+  all.push_back({"etcd", dir + "/etcd-server.sh",
+                 {F::pause_client, F::kill_client, F::restart_server, F::partition}, {F::pause_server}});
+#endif
+#ifdef DLOCK_WITH_POSTGRES
+  all.push_back({"postgres", dir + "/postgres-server.sh", every});
+#endif
+#ifdef DLOCK_WITH_MYSQL
+  all.push_back({"mysql", dir + "/mariadb-server.sh", every});
+#endif
+  return all;
+}
+
+const NemesisBackend* find_nemesis_backend(const std::string& name) {
+  static const auto all = nemesis_backends();
+  for (const auto& b : all)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+bool sh(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
+
+// The run's own store: started, stopped, killed and restarted through its script.
+class Store {
+ public:
+  Store(const NemesisBackend& backend, const std::string& dir, milliseconds lease)
+      : backend_(backend), dir_(dir + "/store"), lease_s_(std::max<long>(1, static_cast<long>(lease.count() / 1000))) {
+    if (backend.script.empty()) {
+      std::filesystem::create_directories(dir_);
+      url_ = backend.name == "file" ? "file://" + dir_ : "sqlite://" + dir_ + "/locks.db";
+      return;
+    }
+    started_ = script("start", clustered());
+    if (!started_) return;
+    std::ifstream in(dir_ + "/url");
+    in >> url_;
+    const std::string ttl = std::to_string(lease_s_) + "s";
+    if (backend.name == "etcd") url_ += "/nemesis?ttl=" + ttl;
+    if (backend.name == "zookeeper") url_ += "/nemesis?session_timeout=" + ttl;
+  }
+  ~Store() {
+    if (started_) {
+      resume();
+      script("stop");
+    }
+  }
+  bool ok() const { return !url_.empty(); }
+  const std::string& url() const { return url_; }
+  int port() const {
+    std::smatch m;
+    return std::regex_search(url_, m, std::regex(R"(127\.0\.0\.1:(\d+))")) ? std::stoi(m[1]) : 0;
+  }
+  // url() through host:port instead of the store's 127.0.0.1:port.
+  std::string url_via(const std::string& host, int port) const {
+    return std::regex_replace(url_, std::regex(R"(127\.0\.0\.1:\d+)"), host + ":" + std::to_string(port),
+                              std::regex_constants::format_first_only);
+  }
+  bool pause() {
+    if (redis()) return sh("kill -STOP $(cat " + dir_ + "/redis.pid)");
+    return script(backend_.name == "zookeeper" ? "pause-node" : "pause", clustered());
+  }
+  bool resume() {
+    if (redis()) return sh("kill -CONT $(cat " + dir_ + "/redis.pid)");
+    return script(backend_.name == "zookeeper" ? "resume-node" : "resume", clustered());
+  }
+  // A crash (SIGKILL) and a start on the same port and data.
+  bool restart() {
+    if (redis()) (void)sh("kill -KILL $(cat " + dir_ + "/redis.pid)");  // its restart would stop it cleanly
+    if (!clustered()) return script("restart");
+    if (!script(backend_.name == "etcd" ? "kill" : "kill-node", true)) return false;
+    // start-node refuses while the killed member's pid is still there: a few tries.
+    for (int i = 0; i < 20; ++i) {
+      if (script("start-node", true)) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
+
+ private:
+  // etcd's and zookeeper's scripts make clusters: one member here, named 1.
+  bool clustered() const { return backend_.name == "etcd" || backend_.name == "zookeeper"; }
+  bool redis() const { return backend_.name.starts_with("redis"); }
+  bool script(const std::string& verb, bool node = false) {
+    const std::string env =
+        backend_.name == "redis_aof" ? "REDIS_EXTRA_ARGS='--appendonly yes --appendfsync always' " : "";
+    return sh(env + backend_.script + " " + verb + " " + dir_ + (node ? " 1" : ""));
+  }
+  const NemesisBackend& backend_;
+  std::string dir_, url_;
+  long lease_s_;
+  bool started_ = false;
+};
+
+// Who holds the lock now, as the history says (a process whose last
+// acquisition has no release yet).
+std::vector<std::int64_t> holders(const std::string& history_path) {
+  std::map<std::int64_t, bool> holding;
+  for (const auto& e : read_history(history_path)) {
+    if (e.op == "acquire" && e.type == "ok") holding[e.process] = true;
+    if (e.op == "release" && e.type == "invoke") holding[e.process] = false;
+  }
+  std::vector<std::int64_t> now;
+  for (auto [process, held] : holding)
+    if (held) now.push_back(process);
+  return now;
+}
+
+class Run {
+ public:
+  Run(const NemesisBackend& backend, const NemesisOptions& options)
+      : backend_(backend), options_(options), rng_(options.seed),
+        store_(backend, dir_.path(), options.lease), resource_path_(dir_.path() + "/resource"),
+        history_path_(dir_.path() + "/history"), resource_(resource_path_, true), history_(history_path_) {}
+
+  NemesisReport go() {
+    NemesisReport report;
+    if (!store_.ok()) {
+      report.error = "could not start the " + backend_.name + " store (" + backend_.script + ")";
+      return report;
+    }
+    const bool partitions =
+        std::find(options_.faults.begin(), options_.faults.end(), Fault::partition) != options_.faults.end();
+    if (partitions) {
+      if (auto why = ClientNetwork::unavailable_reason(); !why.empty()) {
+        report.error = why;
+        return report;
+      }
+      network_ = std::make_unique<ClientNetwork>(0);
+      proxy_ = std::make_unique<TcpProxy>(store_.port(), network_->host_ip());
+    }
+    end_ = steady::now() + options_.run;
+    workers_.resize(static_cast<std::size_t>(options_.workers));
+    for (std::size_t i = 0; i < workers_.size(); ++i) start_worker(i);
+    while (!options_.faults.empty()) {
+      if (!sleep_until_before_end(milliseconds(between(200, 700)))) break;
+      if (auto error = inject(options_.faults[static_cast<std::size_t>(between(0, static_cast<int>(options_.faults.size()) - 1))]);
+          !error.empty()) {
+        report.error = error;
+        break;
+      }
+    }
+    std::vector<std::string> hung;
+    for (auto& w : workers_) {
+      const auto left = std::chrono::duration_cast<milliseconds>(end_ - steady::now());
+      if (!w->wait(std::max(left, 0ms) + scaled(20s))) hung.push_back(std::to_string(w->pid()));
+    }
+    final_acquisition();
+    report.check = check_history(read_history(history_path_), check_options());
+    for (const auto& pid : hung)
+      report.check.violations.push_back("bounds: worker " + pid + " did not finish within its run + 20 s");
+    std::ifstream in(history_path_);
+    std::stringstream text;
+    text << in.rdbuf();
+    report.history = text.str();
+    return report;
+  }
+
+ private:
+  int between(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+
+  // Sleeps `d` unless that reaches past the end of the run (less 300 ms).
+  bool sleep_until_before_end(milliseconds d) {
+    if (steady::now() + d >= end_ - 300ms) return false;
+    std::this_thread::sleep_for(d);
+    return true;
+  }
+
+  void start_worker(std::size_t i) {
+    const auto left = std::chrono::duration_cast<milliseconds>(end_ - steady::now());
+    const bool isolated = i == 0 && network_;
+    std::vector<std::string> argv = {DLOCK_TEST_WORKER,
+                                     "nemesis",
+                                     isolated ? store_.url_via(network_->host_ip(), proxy_->port()) : store_.url(),
+                                     "nemesis",
+                                     resource_path_,
+                                     history_path_,
+                                     std::to_string(std::max<long>(0, static_cast<long>(left.count()))),
+                                     std::to_string(options_.lease.count()),
+                                     std::to_string(options_.op_timeout.count()),
+                                     std::to_string(options_.wait.count()),
+                                     std::to_string(options_.seed * 16 + i + 16 * next_worker_++),
+                                     options_.lock ? "lock" : "nolock"};
+    if (isolated) argv.push_back(network_->name());
+    workers_[i] = std::make_unique<ChildProcess>(argv);
+  }
+
+  void record(std::int64_t process, const char* type, Fault f) {
+    history_.append({0, process, "nemesis", type, 0, 0, to_string(f)});
+  }
+
+  // The slot of the worker to hurt: the holder if there is one.
+  std::size_t victim() {
+    const auto now = holders(history_path_);
+    std::vector<std::size_t> holding;
+    for (std::size_t i = 0; i < workers_.size(); ++i)
+      if (std::find(now.begin(), now.end(), workers_[i]->pid()) != now.end()) holding.push_back(i);
+    if (!holding.empty()) return holding[static_cast<std::size_t>(between(0, static_cast<int>(holding.size()) - 1))];
+    return static_cast<std::size_t>(between(0, static_cast<int>(workers_.size()) - 1));
+  }
+
+  // One fault, healed before it returns. Empty, or why it could not be made.
+  std::string inject(Fault f) {
+    const milliseconds past_lease = options_.lease + 1s;
+    switch (f) {
+      case Fault::pause_client: {
+        auto& w = *workers_[victim()];
+        record(w.pid(), "start", f);
+        w.signal(SIGSTOP);
+        std::this_thread::sleep_for(past_lease);
+        w.signal(SIGCONT);
+        record(w.pid(), "stop", f);
+        return "";
+      }
+      case Fault::kill_client: {
+        const auto i = victim();
+        record(workers_[i]->pid(), "start", f);
+        workers_[i]->signal(SIGKILL);
+        workers_[i]->wait(5s);
+        record(workers_[i]->pid(), "stop", f);
+        start_worker(i);
+        return "";
+      }
+      case Fault::pause_server: {
+        record(0, "start", f);
+        if (!store_.pause()) return "could not stop the store";
+        std::this_thread::sleep_for(milliseconds(between(300, static_cast<int>(past_lease.count()))));
+        const bool resumed = store_.resume();
+        record(0, "stop", f);
+        return resumed ? "" : "could not resume the store";
+      }
+      case Fault::restart_server: {
+        record(0, "start", f);
+        const bool restarted = store_.restart();
+        record(0, "stop", f);
+        return restarted ? "" : "could not restart the store";
+      }
+      case Fault::partition: {
+        // Cut while worker 0 holds, if it comes to hold within a second.
+        const auto pid = workers_[0]->pid();
+        for (int i = 0; i < 100; ++i) {
+          const auto now = holders(history_path_);
+          if (std::find(now.begin(), now.end(), pid) != now.end()) break;
+          std::this_thread::sleep_for(10ms);
+        }
+        record(workers_[0]->pid(), "start", f);
+        if (!network_->cut()) return "could not cut the client's network";
+        std::this_thread::sleep_for(past_lease);
+        const bool healed = network_->heal();
+        record(workers_[0]->pid(), "stop", f);
+        return healed ? "" : "could not heal the client's network";
+      }
+    }
+    return "unknown fault";
+  }
+
+  // No hold may have leaked: the lock can be taken within the lease (or
+  // session timeout) after the run.
+  void final_acquisition() {
+    history_.append({0, 0, "final", "invoke"});
+    bool got = false;
+    try {
+      auto client = connect(store_.url(), {.op_timeout = options_.op_timeout});
+      auto m = client->mutex("nemesis", {.lease = options_.lease});
+      got = m.try_lock_for(check_options().final_bound + 2s);
+      history_.append({0, 0, "final", got ? "ok" : "fail"});
+      if (got) m.unlock();
+    } catch (const Error& e) {
+      history_.append({0, 0, "final", "fail", 0, 0, dlock::to_string(e.kind())});
+    }
+  }
+
+  CheckOptions check_options() const {
+    return {.acquire_bound = scaled(options_.wait + 2 * options_.op_timeout + 1s),
+            .release_bound = scaled(2 * options_.op_timeout + 1s),
+            .final_bound = scaled(options_.lease + 2 * options_.op_timeout + 2s),
+            .lost_slack = scaled(50ms)};
+  }
+
+  const NemesisBackend& backend_;
+  NemesisOptions options_;
+  std::mt19937_64 rng_;
+  TempDir dir_;
+  Store store_;
+  std::string resource_path_, history_path_;
+  FencedResource resource_;
+  HistoryWriter history_;
+  std::unique_ptr<ClientNetwork> network_;
+  std::unique_ptr<TcpProxy> proxy_;
+  std::vector<std::unique_ptr<ChildProcess>> workers_;
+  std::uint64_t next_worker_ = 0;
+  steady::time_point end_;
+};
+
+}  // namespace
+
+NemesisReport run_nemesis(const NemesisBackend& backend, const NemesisOptions& options) {
+  Run run(backend, options);
+  return run.go();
+}
+
+}  // namespace dlock::test

@@ -1,0 +1,87 @@
+// dlock_nemesis_soak — long random schedules of every fault a backend
+// claims (tests/fault/soak.sh runs it per backend and prints the table).
+//
+//   dlock_nemesis_soak --backend NAME|URL [--minutes N] [--seed S] [--all-faults] [--header]
+//
+// NAME is a backend of nemesis_backends() (file, sqlite, redis, zookeeper,
+// etcd, postgres, mysql); a URL picks one by its scheme (redis://... is
+// redis; the harness still starts a store of its own, as it kills it).
+// Prints one row: backend, seed, minutes, operations (acquire calls),
+// holds, writes, faults per kind, violations, longest unavailability, lost
+// locks reported; then each violation. Exit 1 if there was one.
+// --all-faults adds the faults the backend is known to fail under
+// (NemesisBackend::failing).
+#include "client_network.h"
+#include "nemesis.h"
+
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <string>
+
+namespace {
+
+std::string backend_name(std::string arg) {
+  if (auto colon = arg.find("://"); colon != std::string::npos) arg = arg.substr(0, colon);
+  if (arg == "zk") return "zookeeper";
+  if (arg == "postgresql") return "postgres";
+  return arg;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace dlock::test;
+  std::string backend;
+  double minutes = 2;
+  std::uint64_t seed = std::random_device{}();
+  bool header = false;
+  bool all_faults = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--backend" && i + 1 < argc) backend = backend_name(argv[++i]);
+    else if (a == "--minutes" && i + 1 < argc) minutes = std::stod(argv[++i]);
+    else if (a == "--seed" && i + 1 < argc) seed = std::stoull(argv[++i]);
+    else if (a == "--header") header = true;
+    else if (a == "--all-faults") all_faults = true;
+    else {
+      std::cerr << "usage: dlock_nemesis_soak --backend NAME|URL [--minutes N] [--seed S] [--all-faults] [--header]\n";
+      return 64;
+    }
+  }
+  const NemesisBackend* b = find_nemesis_backend(backend);
+  if (!b) {
+    std::cerr << "dlock_nemesis_soak: no backend '" << backend << "' in this build\n";
+    return 64;
+  }
+  NemesisBackend chosen = *b;
+  std::string note;
+  if (all_faults) chosen.faults.insert(chosen.faults.end(), chosen.failing.begin(), chosen.failing.end());
+  if (auto why = ClientNetwork::unavailable_reason(); !why.empty()) {
+    std::erase(chosen.faults, Fault::partition);
+    note = " (no partitions: " + why + ")";
+  }
+  const auto run = std::chrono::milliseconds(static_cast<long>(minutes * 60'000));
+  const auto report = run_nemesis(chosen, {.faults = chosen.faults, .run = run, .seed = seed});
+  if (!report.error.empty()) {
+    std::cerr << "dlock_nemesis_soak: " << backend << ": " << report.error << "\n";
+    return 2;
+  }
+  const auto& c = report.check;
+  auto fault = [&](Fault f) {
+    auto it = c.faults.find(to_string(f));
+    return it == c.faults.end() ? std::string("-") : std::to_string(it->second);
+  };
+  if (header)
+    std::printf("%-10s %10s %5s %6s %6s %7s %6s %6s %6s %6s %6s %5s %9s %5s\n", "backend", "seed", "min", "ops",
+                "holds", "writes", "p-cli", "k-cli", "p-srv", "r-srv", "part", "viol", "unavail", "lost");
+  std::printf("%-10s %10llu %5.1f %6llu %6llu %7llu %6s %6s %6s %6s %6s %5zu %7.2fs %5llu%s\n", backend.c_str(),
+              static_cast<unsigned long long>(seed), minutes, static_cast<unsigned long long>(c.acquires),
+              static_cast<unsigned long long>(c.acquired), static_cast<unsigned long long>(c.writes_accepted),
+              fault(Fault::pause_client).c_str(), fault(Fault::kill_client).c_str(), fault(Fault::pause_server).c_str(),
+              fault(Fault::restart_server).c_str(), fault(Fault::partition).c_str(), c.violations.size(),
+              static_cast<double>(c.longest_unavailable_us) / 1e6, static_cast<unsigned long long>(c.lost),
+              note.c_str());
+  for (const auto& v : c.violations) std::printf("  violation: %s\n", v.c_str());
+  return c.ok() ? 0 : 1;
+}
