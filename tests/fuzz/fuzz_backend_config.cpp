@@ -1,5 +1,6 @@
 // Fuzzes what each networked backend makes of a parsed URL before any I/O:
-// redis://, redis+unix://, redis+sentinel:// (backends/redis/options.h),
+// redis://, redis+unix://, redis+sentinel://, redis+cluster://
+// (backends/redis/options.h),
 // zk:// (backends/zookeeper/config.h) and etcd:// (backends/etcd/config.h).
 // Beyond not crashing:
 //   - a password is never echoed: not in an error, not in the redacted URL
@@ -106,7 +107,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!url) return 0;
   std::optional<std::string> secret;
   if (url->password && distinctive(*url->password, text)) secret = url->password;
-  if (url->scheme == "redis" || url->scheme == "redis+unix" || url->scheme == "redis+sentinel")
+  if (url->scheme == "redis" || url->scheme == "redis+unix" || url->scheme == "redis+sentinel" ||
+      url->scheme == "redis+cluster")
     check_redis(*url, secret);
   else if (url->scheme == "zk")
     check_zookeeper(*url, secret);
