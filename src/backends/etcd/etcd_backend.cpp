@@ -32,6 +32,7 @@
 // lease's length (rounded up to whole seconds, and at least etcd's minimum),
 // which nobody renews.
 #include "backends/etcd/config.h"
+#include "backends/etcd/counters.h"
 #include "backends/etcd/errors.h"
 #include "backends/etcd/keys.h"
 #include "backends/etcd/session.h"
@@ -186,6 +187,8 @@ class EtcdBackend final : public Backend, public LockDriver {
   bool supports_shared() const override { return true; }
   bool supports_permits() const override { return true; }
   LockDriver& locks() override { return *this; }
+  CounterDriver* counters() override { return &counters_; }
+  LatchDriver* latches() override { return &latches_; }
   bool waits_in_queue() const override { return true; }
 
   Status ping() override {
@@ -577,6 +580,9 @@ class EtcdBackend final : public Backend, public LockDriver {
   }
 
   Session session_;
+  CountKeys counter_keys_{session_, kind_root(session_.config(), "counter")};
+  CasCounters counters_{counter_keys_};
+  Latches latches_{session_};
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Contender>> contenders_;  // (owner, name)
   std::map<std::string, std::string> slots_;  // name -> the owner with a key under it
