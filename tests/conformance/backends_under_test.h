@@ -79,6 +79,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().election = true;
   all.back().semaphore = true;
   all.back().async_semaphore = true;
+  all.back().barrier = true;
 #endif
 #ifdef DLOCK_WITH_SQLITE
   all.push_back({"sqlite", [](const std::string& dir) { return "sqlite://" + dir + "/locks.db"; }, false, true, true});
@@ -95,6 +96,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().election = true;
   all.back().semaphore = true;
   all.back().async_semaphore = true;
+  all.back().barrier = true;
   // The same backend, finding its master through the sentinels of the
   // redis_sentinel fixture (1 master, 2 replicas, 3 sentinels).
   all.push_back(all.back());
@@ -121,6 +123,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().counters = true;
   all.back().election = true;
   all.back().semaphore = true;
+  all.back().barrier = true;
   all.back().bounded_wait = true;
   all.back().woken_per_release = 2;
 #endif
@@ -174,6 +177,7 @@ inline std::vector<BackendUnderTest> backends_under_test() {
   all.back().semaphore = true;
   all.back().async_semaphore = true;
   all.back().counters = true;
+  all.back().barrier = true;
 #endif
   return all;
 }

@@ -31,6 +31,7 @@
 // lease moves the key, once granted, onto a lease of its own with the
 // lease's length (rounded up to whole seconds, and at least etcd's minimum),
 // which nobody renews.
+#include "backends/etcd/barrier.h"
 #include "backends/etcd/config.h"
 #include "backends/etcd/counters.h"
 #include "backends/etcd/errors.h"
@@ -187,8 +188,12 @@ class EtcdBackend final : public Backend, public LockDriver {
   bool supports_shared() const override { return true; }
   bool supports_permits() const override { return true; }
   LockDriver& locks() override { return *this; }
+  // Every key of the client is on its lease: a dead client's go this long
+  // after its last keepalive.
+  std::optional<std::chrono::milliseconds> session_timeout() const override { return session_.lease_ttl(); }
   CounterDriver* counters() override { return &counters_; }
   LatchDriver* latches() override { return &latches_; }
+  BarrierDriver* barriers() override { return &barriers_; }
   bool waits_in_queue() const override { return true; }
 
   Status ping() override {
@@ -583,6 +588,7 @@ class EtcdBackend final : public Backend, public LockDriver {
   CountKeys counter_keys_{session_, kind_root(session_.config(), "counter")};
   CasCounters counters_{counter_keys_};
   Latches latches_{session_};
+  Barriers barriers_{session_};
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Contender>> contenders_;  // (owner, name)
   std::map<std::string, std::string> slots_;  // name -> the owner with a key under it
