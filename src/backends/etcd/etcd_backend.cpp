@@ -1,6 +1,8 @@
 // The etcd:// backend: Mutex on etcd, the layout of etcd's concurrency.Mutex,
 // so a dlock mutex, `etcdctl lock` and a Go service's Mutex on the same name
-// exclude each other and share one queue.
+// exclude each other and share one queue. Election, SharedMutex and
+// Semaphore are the same queue with other keys (Queue, below); Counter,
+// Latch (counters.h) and Barrier (barrier.h) have files of their own.
 //
 //   <prefix>/<name>/<lease id, lowercase hex>   one key per contender, value
 //                                               empty, attached to the
@@ -45,7 +47,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
-#include <cstdio>
 #include <map>
 #include <set>
 #include <tuple>
