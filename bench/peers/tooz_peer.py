@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""tooz's file, postgresql or mysql driver as a peer for `dlock bench` on
-the file://, postgres:// and mysql:// backends.
+"""tooz's file, postgresql, mysql or etcd3 driver as a peer for `dlock bench` on
+the file://, postgres://, mysql:// and etcd:// backends.
 
 Runs the contended workload with tooz's own lock and prints ONE JSON line
 with the field names of `dlock bench --json`, plus "peer": "tooz" and
-"variant": "file", "postgresql" or "mysql".
+"variant": "file", "postgresql", "mysql" or "etcd3".
 
   file        (default) `file://DIR`, DIR a fresh temp dir: coordinator.get_lock(name)
               is fasteners' InterProcessLock, a POSIX record lock taken
@@ -25,6 +25,11 @@ with the field names of `dlock bench --json`, plus "peer": "tooz" and
               retried after a sleep (tooz's retry: 1 s), blocking or timed
               alike. Acquired with a timeout (the time left), which bounds
               the retries.
+  etcd3       --url etcd://HOST:PORT[,...][/...] (or etcd3://HOST:PORT; the
+              first member only): Etcd3Lock (python3-etcd3, gRPC), a key put
+              if absent on a lease of its own; a try that finds the lock
+              taken is retried after a short sleep (tooz's retry), blocking
+              or timed alike. Acquired with a timeout (the time left).
 
   contended  P processes (default 4) x T threads (default 2), one
              coordinator per process, on one lock; inside it a non-atomic
@@ -164,8 +169,9 @@ def main():
     ap.add_argument("--max-ops", type=int, default=1_000_000, help="per thread (default 1000000)")
     ap.add_argument("--work-us", type=float, default=0.0, help="sleep inside the lock, in us (default 0)")
     ap.add_argument("--dir", default=None, help="file: where the temp lock directory goes (default: the system's)")
-    ap.add_argument("--url", default=None, help="postgresql://USER:PASSWORD@HOST:PORT/DB or mysql://...: tooz's "
-                                               "postgresql or mysql driver on that server (default: the file driver)")
+    ap.add_argument("--url", default=None, help="postgresql://USER:PASSWORD@HOST:PORT/DB, mysql://... or etcd://HOST:PORT: "
+                                               "tooz's postgresql, mysql or etcd3 driver on that server (default: the file "
+                                               "driver)")
     cfg = ap.parse_args()
     if not 0 < cfg.seconds <= 600 or cfg.max_ops < 1 or cfg.work_us < 0:
         ap.error("--seconds must be in (0, 600], --max-ops >= 1 and --work-us >= 0")
@@ -173,12 +179,17 @@ def main():
         ap.error("--processes and --threads must be in [1, 64]")
     if cfg.url is not None:
         scheme, sep, rest = cfg.url.partition("://")
+        if sep and scheme in ("etcd", "etcd3"):
+            cfg.url, cfg.variant, cfg.server_waits = "etcd3://" + rest.split("/")[0].split("?")[0].split(",")[0], "etcd3", False
+            run(cfg)
+            return
         if sep and scheme == "mysql":
             cfg.url, cfg.variant, cfg.server_waits = "mysql://" + rest.split("?")[0], "mysql", False
             run(cfg)
             return
         if not sep or scheme not in ("postgres", "postgresql"):
-            ap.error("--url must be postgresql://USER:PASSWORD@HOST:PORT/DB or mysql://USER:PASSWORD@HOST:PORT/DB")
+            ap.error("--url must be postgresql://USER:PASSWORD@HOST:PORT/DB, mysql://USER:PASSWORD@HOST:PORT/DB "
+                     "or etcd://HOST:PORT")
         cfg.url, cfg.variant, cfg.server_waits = "postgresql://" + rest.split("?")[0], "postgresql", True
         # Bounds every server-side wait (libpq reads PGOPTIONS; tooz passes no options of its own).
         os.environ["PGOPTIONS"] = "-c lock_timeout=%d" % ((cfg.seconds + 2 * MARGIN_S) * 1000)

@@ -162,9 +162,10 @@ class Client {
   // benchmarks' reference for the physical limit.
   Status ping();
 
-  // For stores whose locks live as long as a session (zk://): the session
-  // timeout the ensemble agreed to — how long after its holder dies or is
-  // cut off a lock becomes free. nullopt on lease-based stores.
+  // For stores whose locks live as long as a session (zk://; etcd://, whose
+  // session is the client's lease): the session timeout the ensemble agreed
+  // to — how long after its holder dies or is cut off a lock becomes free.
+  // nullopt on stores that lease each lock.
   std::optional<std::chrono::milliseconds> session_timeout() const;
 
   // The URL this client was made from, with any password replaced by "***".

@@ -171,12 +171,17 @@ inline std::vector<BackendUnderTest> backends_under_test() {
 #ifdef DLOCK_WITH_ETCD
   // A prefix of its own per test, and a short lease (etcd's minimum is
   // about 2 s), so that a dead or stopped holder's lock is free within the
-  // suite's lease-based bounds. Mutex, MultiLock and Election so far.
+  // suite's lease-based bounds.
   all.push_back({"etcd",
                  [](const std::string& dir) { return server_url("etcd") + "/" + unique_name(dir) + "?ttl=2s"; },
                  false, true, true});
   all.back().bounded_wait = true;
   all.back().election = true;
+  all.back().shared = true;
+  all.back().semaphore = true;
+  all.back().async_semaphore = true;
+  all.back().counters = true;
+  all.back().barrier = true;
 #endif
   return all;
 }

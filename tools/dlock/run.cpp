@@ -317,11 +317,12 @@ void add_run(CLI::App& app, int& status) {
   cmd->add_option("--kill-after", args->kill_after,
                   "If the lock is lost: SIGTERM the command, then SIGKILL after this (default 5s)");
   cmd->add_flag("--elect", args->elect,
-               "Run only while this process leads the election NAME (file://, or zk:// in Curator LeaderLatch's layout)");
+               "Run only while this process leads the election NAME (backends with elections: zk:// in Curator "
+               "LeaderLatch's layout, etcd:// in concurrency.Election's, ...)");
   cmd->add_option("--id", args->id, "With --elect: the id observers see as leader (default: host:pid)");
   cmd->add_option("--permits", args->permits,
                   "Run holding one of N permits of the semaphore NAME: at most N such commands at once "
-                  "(file://, or zk:// in Curator InterProcessSemaphoreV2's layout)");
+                  "(backends with semaphores: zk:// in Curator InterProcessSemaphoreV2's layout, etcd://, ...)");
   cmd->add_option("--hold-at-least", args->hold_at_least,
                   "Keep the lock until this long after it was taken, even if the command ends sooner "
                   "(a job fired on several hosts runs once)");

@@ -65,4 +65,12 @@ std::string lock_prefix(const Config& config, std::string_view name) {
   return config.prefix + "/" + std::string(name) + "/";
 }
 
+std::string kind_root(const Config& config, std::string_view kind) {
+  return config.prefix + "." + std::string(kind) + "/";
+}
+
+std::string kind_prefix(const Config& config, std::string_view kind, std::string_view name) {
+  return kind_root(config, kind) + std::string(name) + "/";
+}
+
 }  // namespace dlock::detail::etcd

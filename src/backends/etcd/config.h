@@ -46,6 +46,13 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options);
 // The key range of a lock's contenders: prefix + "/" + name + "/".
 std::string lock_prefix(const Config& config, std::string_view name);
 
+// Where the keys of the primitives etcd has no tool for live, beside the
+// locks' range so that a Mutex and, say, a Semaphore of one name never
+// meet: prefix + "." + kind + "/" + name + "/" (kind: "rwlock",
+// "semaphore", "barrier"). Without the name: the root of that kind.
+std::string kind_prefix(const Config& config, std::string_view kind, std::string_view name);
+std::string kind_root(const Config& config, std::string_view kind);
+
 // A name segment ('/'-separated part of a lock name or of the prefix) etcd
 // keys can hold and etcdctl can name: not empty, ".", "..", and no control
 // characters. `what` names it in the message.

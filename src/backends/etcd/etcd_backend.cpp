@@ -1,6 +1,8 @@
 // The etcd:// backend: Mutex on etcd, the layout of etcd's concurrency.Mutex,
 // so a dlock mutex, `etcdctl lock` and a Go service's Mutex on the same name
-// exclude each other and share one queue.
+// exclude each other and share one queue. Election, SharedMutex and
+// Semaphore are the same queue with other keys (Queue, below); Counter,
+// Latch (counters.h) and Barrier (barrier.h) have files of their own.
 //
 //   <prefix>/<name>/<lease id, lowercase hex>   one key per contender, value
 //                                               empty, attached to the
@@ -31,8 +33,11 @@
 // lease moves the key, once granted, onto a lease of its own with the
 // lease's length (rounded up to whole seconds, and at least etcd's minimum),
 // which nobody renews.
+#include "backends/etcd/barrier.h"
 #include "backends/etcd/config.h"
+#include "backends/etcd/counters.h"
 #include "backends/etcd/errors.h"
+#include "backends/etcd/keys.h"
 #include "backends/etcd/session.h"
 
 #include "core/queue_waiter.h"
@@ -40,7 +45,8 @@
 #include "core/validate.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <array>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -52,41 +58,17 @@ namespace {
 
 using std::chrono::milliseconds;
 
-std::string hex(std::int64_t id) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(id));
-  return buf;
-}
-
-// The end of the key range that starts with `prefix` (etcd's prefix rule:
-// the prefix with its last byte incremented).
-std::string range_end(std::string prefix) {
-  while (!prefix.empty()) {
-    if (static_cast<unsigned char>(prefix.back()) < 0xff) {
-      prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
-      return prefix;
-    }
-    prefix.pop_back();
-  }
-  return std::string(1, '\0');
-}
-
-// Reads the first (or last) key of a prefix by create revision; `below`:
-// only keys created before that revision.
-pb::RangeRequest first_created(const std::string& prefix, bool last = false, std::int64_t below = 0) {
+// Reads the first (or last) `limit` keys of a prefix by create revision;
+// `below`: only keys created before that revision.
+pb::RangeRequest first_created(const std::string& prefix, bool last = false, std::int64_t below = 0,
+                               std::int64_t limit = 1) {
   pb::RangeRequest r;
   r.set_key(prefix);
   r.set_range_end(range_end(prefix));
   r.set_sort_target(pb::RangeRequest::CREATE);
   r.set_sort_order(last ? pb::RangeRequest::DESCEND : pb::RangeRequest::ASCEND);
-  r.set_limit(1);
+  r.set_limit(limit);
   if (below > 0) r.set_max_create_revision(below - 1);
-  return r;
-}
-
-pb::RangeRequest one_key(const std::string& key) {
-  pb::RangeRequest r;
-  r.set_key(key);
   return r;
 }
 
@@ -110,28 +92,65 @@ Result<bool> delete_if_created_at(Session& session, const std::string& key, std:
   return r->succeeded();
 }
 
-// Notified by one watch (Session::watch), which it cancels when it goes.
-class WatchWaiter final : public Waiter {
- public:
-  WatchWaiter(Session& session, std::int64_t id, std::shared_ptr<Signal> signal)
-      : session_(session), id_(id), signal_(std::move(signal)) {}
-  ~WatchWaiter() override { session_.unwatch(id_); }
-  WatchWaiter(const WatchWaiter&) = delete;
-  WatchWaiter& operator=(const WatchWaiter&) = delete;
-  Status wait_until(steady::time_point until) override {
-    signal_->wait_until(until);
-    return {};
-  }
-  bool on_notify(std::function<void()> notify) override {
-    signal_->call_back(std::move(notify));
-    return true;
-  }
-
- private:
-  Session& session_;
-  std::int64_t id_;
-  std::shared_ptr<Signal> signal_;
+// Where one request waits: every kind is a queue of keys ordered by create
+// revision, and a contender holds once fewer than `room` of the keys under
+// `blockers` were created before its own.
+//
+//   mutex, election  <prefix>/<name>/<lease hex>             (etcd's concurrency layout)
+//   write            <prefix>.rwlock/<name>/write/<id>       (etcd's recipes RWMutex:
+//   read             <prefix>.rwlock/<name>/read/<id>         a writer waits for every key
+//                                                             before it, a reader only for
+//                                                             writers)
+//   permit           <prefix>.semaphore/<name>/<id>           the first N keys hold the N
+//                                                             permits; the value is N
+//
+// <id> is the lease (hex), '-', the owner: one key per owner, so that two
+// readers or two permits of one client are two keys. A mutex's key is per
+// lease (etcdctl's and Go's layout); within a client its owners take turns
+// (a slot per name).
+struct Queue {
+  std::string key;       // ours
+  std::string value;     // stored in it
+  std::string blockers;  // the prefix of the keys that may keep us waiting
+  std::int64_t room = 1;
+  bool per_lease = true;  // the key is the lease's (mutex, election): owners of one client take turns
 };
+
+Queue queue_of(const Config& config, const LockRequest& request, std::int64_t lease) {
+  Queue q;
+  const std::string id = hex(lease) + "-" + request.owner;
+  switch (request.kind) {
+    case LockKind::write:
+    case LockKind::read: {
+      const std::string range = kind_prefix(config, "rwlock", request.name);
+      const bool write = request.kind == LockKind::write;
+      q.key = range + (write ? "write/" : "read/") + id;
+      q.blockers = write ? range : range + "write/";
+      q.per_lease = false;
+      break;
+    }
+    case LockKind::permit:
+      q.blockers = kind_prefix(config, "semaphore", request.name);
+      q.key = q.blockers + id;
+      q.value = std::to_string(request.permits);
+      q.room = request.permits;
+      q.per_lease = false;
+      break;
+    default:
+      q.blockers = lock_prefix(config, request.name);
+      q.key = q.blockers + hex(lease);
+      q.value = request.data;
+      break;
+  }
+  return q;
+}
+
+// Contenders of one client are told apart by owner and by this: a mutex
+// and an election of one name share their keys; the other kinds don't.
+std::string contender_id(const LockRequest& request) {
+  if (request.kind == LockKind::mutex || request.kind == LockKind::latch) return request.name;
+  return std::string(kind_name(request.kind)) + '\n' + request.name;
+}
 
 struct KeyGrant final : GrantState {
   std::string key;
@@ -148,6 +167,7 @@ struct Contender {
   std::int64_t revision = 0;  // our key's create revision
   std::int64_t watch_id = 0;  // the watch on the key before ours; 0: none
   std::shared_ptr<Signal> deleted;  // that key's deletion
+  bool per_lease = true;  // Queue::per_lease: it takes the client's slot for the name
   bool granted = false;
 };
 
@@ -166,7 +186,15 @@ class EtcdBackend final : public Backend, public LockDriver {
 
   bool supports_fair() const override { return true; }  // the queue is always in create-revision order
   bool supports_election() const override { return true; }
+  bool supports_shared() const override { return true; }
+  bool supports_permits() const override { return true; }
   LockDriver& locks() override { return *this; }
+  // Every key of the client is on its lease: a dead client's go this long
+  // after its last keepalive.
+  std::optional<std::chrono::milliseconds> session_timeout() const override { return session_.lease_ttl(); }
+  CounterDriver* counters() override { return &counters_; }
+  LatchDriver* latches() override { return &latches_; }
+  BarrierDriver* barriers() override { return &barriers_; }
   bool waits_in_queue() const override { return true; }
 
   Status ping() override {
@@ -175,12 +203,12 @@ class EtcdBackend final : public Backend, public LockDriver {
   }
 
   Result<Attempt> try_acquire(const LockRequest& request) override {
-    if (request.kind != LockKind::mutex && request.kind != LockKind::latch)
-      return Status(errc::unsupported, "etcd: only Mutex, MultiLock and Election are implemented on etcd:// yet");
+    if (request.kind == LockKind::member)
+      return Status(errc::unsupported, "etcd: barrier members are not leased locks on etcd://");
     const auto sent = steady::now();
     const auto deadline = sent + session_.config().op_timeout;
-    const std::string step = "acquiring '" + request.name + "'";
-    auto c = find(request.owner, request.name);  // null: a try_lock that must leave no trace
+    const std::string step = "acquiring " + std::string(kind_name(request.kind)) + " '" + request.name + "'";
+    auto c = find(request.owner, contender_id(request));  // null: a try_lock that must leave no trace
 
     // Waiting on the key before ours, which has not gone, on a lease still
     // live: nothing has changed.
@@ -189,26 +217,26 @@ class EtcdBackend final : public Backend, public LockDriver {
 
     auto lease = session_.lease(deadline, step);
     if (!lease) return lease.status();
-    if (!take_slot(request.name, request.owner)) return Attempt(Busy{});  // woken when it frees
-
-    const std::string prefix = lock_prefix(session_.config(), request.name);
-    const std::string key = prefix + hex(lease->id);
-    if (c && c->key == key) return look_again(request, *c, *lease, sent, deadline, step);
+    const Queue q = queue_of(session_.config(), request, lease->id);
+    if (q.per_lease && !take_slot(request.name, request.owner)) return Attempt(Busy{});  // woken when it frees
+    const std::string& key = q.key;
+    if (c && c->key == key) return look_again(request, *c, q, *lease, sent, deadline, step);
     if (c) forget_watch(*c);
 
-    // Our key if absent (with the lease), and the first key by creation.
+    // Our key if absent (with the lease), and the first `room` keys that
+    // may block it, by creation.
     pb::TxnRequest t;
     *t.add_compare() = created_at(key, 0);
     auto* put = t.add_success()->mutable_request_put();
     put->set_key(key);
-    put->set_value(request.data);
+    put->set_value(q.value);
     put->set_lease(lease->id);
-    *t.add_success()->mutable_request_range() = first_created(prefix);
+    *t.add_success()->mutable_request_range() = first_created(q.blockers, false, 0, q.room);
     *t.add_failure()->mutable_request_range() = one_key(key);
-    *t.add_failure()->mutable_request_range() = first_created(prefix);
+    *t.add_failure()->mutable_request_range() = first_created(q.blockers, false, 0, q.room);
     auto r = session_.txn(t, deadline, step);
     if (!r) {
-      if (!c) free_slot(request.name, request.owner);
+      if (!c && q.per_lease) free_slot(request.name, request.owner);
       return r.status();
     }
     std::int64_t revision = r->header().revision();
@@ -218,32 +246,42 @@ class EtcdBackend final : public Backend, public LockDriver {
       revision = mine.kvs(0).create_revision();
     }
     const auto& first = r->responses(1).response_range();
-    const bool ours = first.kvs_size() > 0 && first.kvs(0).create_revision() == revision;
+    if (request.kind == LockKind::permit && first.kvs_size() > 0 && first.kvs(0).value() != q.value) {
+      // The oldest permit out declares the count; ours differs.
+      (void)delete_if_created_at(session_, key, revision, deadline, step);
+      if (c) c->key.clear();
+      return Status(errc::invalid_argument, "etcd: " + step + ": semaphore '" + request.name + "' has " +
+                                                first.kvs(0).value() + " permits (as its holders declared), not " +
+                                                q.value);
+    }
+    // Fewer than `room` blockers were created before ours.
+    const bool ours = first.kvs_size() < q.room || first.kvs(static_cast<int>(q.room) - 1).create_revision() >= revision;
     if (ours) {
       if (c) {
         c->key = key;
         c->lease = lease->id;
         c->revision = revision;
       }
-      return grant(request, c.get(), key, revision, *lease, sent, deadline, step);
+      return grant(request, c.get(), q, revision, *lease, sent, deadline, step);
     }
     if (!c) {
       // try_lock: one look, then gone.
       auto gone = delete_if_created_at(session_, key, revision, deadline, step);
-      free_slot(request.name, request.owner);
+      if (q.per_lease) free_slot(request.name, request.owner);
       if (!gone) return gone.status();
       return Attempt(Busy{});
     }
     c->key = key;
     c->lease = lease->id;
     c->revision = revision;
-    return look_again(request, *c, *lease, sent, deadline, step);
+    return look_again(request, *c, q, *lease, sent, deadline, step);
   }
 
   std::unique_ptr<Waiter> watch(const LockRequest& request) override {
     auto c = std::make_shared<Contender>();
     c->name = request.name;
-    std::pair<std::string, std::string> key{request.owner, request.name};
+    c->per_lease = request.kind == LockKind::mutex || request.kind == LockKind::latch;
+    std::pair<std::string, std::string> key{request.owner, contender_id(request)};
     {
       std::lock_guard lk(mu_);
       c->order = next_order_++;
@@ -261,7 +299,7 @@ class EtcdBackend final : public Backend, public LockDriver {
       std::lock_guard lk(mu_);
       contenders_.erase(key);
       // It may have been woken for a slot it now won't take: pass that on.
-      if (!slots_.contains(c.name)) next = next_local(c.name, key.first);
+      if (c.per_lease && !slots_.contains(c.name)) next = next_local(c.name, key.first);
     }
     if (next) next->notify();
     session_.remove_waiter(c.signal);
@@ -274,15 +312,15 @@ class EtcdBackend final : public Backend, public LockDriver {
       (void)delete_if_created_at(session_, c.key, c.revision, steady::now() + session_.config().op_timeout,
                                  "giving up on '" + c.name + "'");
     }
-    free_slot(c.name, key.first);
+    if (c.per_lease) free_slot(c.name, key.first);
   }
 
   Status release(const LockRequest& request, Grant& grant) override {
     const auto& g = static_cast<KeyGrant&>(*grant.state);
-    const std::string step = "unlock '" + request.name + "'";
+    const std::string step = "releasing " + std::string(kind_name(request.kind)) + " '" + request.name + "'";
     auto gone = delete_if_created_at(session_, g.key, static_cast<std::int64_t>(grant.token),
                                      steady::now() + session_.config().op_timeout, step);
-    free_slot(request.name, request.owner);
+    if (request.kind == LockKind::mutex || request.kind == LockKind::latch) free_slot(request.name, request.owner);
     if (!gone) return gone.status();
     if (!*gone)
       return Status(errc::lock_lost, "etcd: " + step + ": our key is gone (force-released, or its lease expired)");
@@ -361,34 +399,66 @@ class EtcdBackend final : public Backend, public LockDriver {
     return out;
   }
 
-  // Every contender key under the prefix; per lock the first by creation
-  // holds it, with its lease's time to live.
+  // Every holder of a lock whose name starts with `prefix`, per lock in
+  // token order, with its lease's time to live: a mutex's (election's)
+  // first key by creation, a read-write lock's writer or the readers before
+  // its first writer, a semaphore's first N keys.
   Result<std::vector<LockInfo>> list(std::string_view prefix) override {
     const auto deadline = steady::now() + session_.config().op_timeout;
     constexpr std::string_view step = "listing locks";
-    const std::string root = session_.config().prefix + "/";
-    pb::RangeRequest r;
-    r.set_key(root + std::string(prefix));
-    r.set_range_end(range_end(root + std::string(prefix)));
-    r.set_limit(100'000);
-    auto all = session_.range(r, deadline, step);
-    if (!all) return all.status();
-    struct Held {
+    struct Entry {
       std::int64_t revision = 0;
       std::int64_t lease = 0;
-      std::string value;  // an election's leader id; empty for a mutex
+      std::string kind;   // mutex, leader, read, write, permit
+      std::string value;  // an election's leader id; a permit's count
     };
-    std::map<std::string, Held> holders;
-    for (const auto& kv : all->kvs()) {
-      const auto slash = kv.key().rfind('/');
-      if (slash == std::string::npos || slash < root.size()) continue;
-      const std::string name = kv.key().substr(root.size(), slash - root.size());
-      auto [it, added] = holders.try_emplace(name, Held{kv.create_revision(), kv.lease(), kv.value()});
-      if (!added && kv.create_revision() < it->second.revision)
-        it->second = Held{kv.create_revision(), kv.lease(), kv.value()};
+    // (name, layout) -> its keys: a mutex and a semaphore of one name are two locks.
+    std::map<std::pair<std::string, std::string>, std::vector<Entry>> locks;
+    constexpr std::array<std::pair<std::string_view, int>, 3> layouts{{{"", 1}, {"rwlock", 2}, {"semaphore", 1}}};
+    for (const auto& [layout, tail] : layouts) {
+      const std::string root =
+          layout.empty() ? session_.config().prefix + "/" : kind_root(session_.config(), layout);
+      pb::RangeRequest r;
+      r.set_key(root + std::string(prefix));
+      r.set_range_end(range_end(root + std::string(prefix)));
+      r.set_limit(100'000);
+      auto all = session_.range(r, deadline, step);
+      if (!all) return all.status();
+      for (const auto& kv : all->kvs()) {
+        // <root><name>/<id>, or for a read-write lock <root><name>/<read|write>/<id>
+        std::string_view rest = std::string_view(kv.key()).substr(root.size());
+        std::string_view segment;
+        int stripped = 0;
+        for (; stripped < tail; ++stripped) {
+          const auto slash = rest.rfind('/');
+          if (slash == std::string_view::npos) break;
+          segment = rest.substr(slash + 1);
+          rest = rest.substr(0, slash);
+        }
+        if (stripped < tail || rest.empty()) continue;  // not a key of ours
+        std::string kind = layout == "rwlock" ? std::string(segment)
+                           : layout == "semaphore" ? "permit"
+                           : kv.value().empty()    ? "mutex"
+                                                   : "leader";
+        if (layout == "rwlock" && kind != "read" && kind != "write") continue;
+        locks[{std::string(rest), std::string(layout)}].push_back(
+            Entry{kv.create_revision(), kv.lease(), std::move(kind), kv.value()});
+      }
+    }
+    std::vector<std::pair<std::string, Entry>> held;
+    for (auto& [lock, entries] : locks) {
+      std::sort(entries.begin(), entries.end(), [](const Entry& x, const Entry& y) { return x.revision < y.revision; });
+      std::size_t holders = 1;
+      if (lock.second == "rwlock" && entries[0].kind == "read") {
+        holders = 0;
+        while (holders < entries.size() && entries[holders].kind == "read") ++holders;
+      } else if (lock.second == "semaphore") {
+        holders = static_cast<std::size_t>(std::max(1L, std::strtol(entries[0].value.c_str(), nullptr, 10)));
+      }
+      for (std::size_t i = 0; i < std::min(holders, entries.size()); ++i) held.emplace_back(lock.first, entries[i]);
     }
     std::map<std::int64_t, std::optional<milliseconds>> ttl;
-    for (const auto& [name, h] : holders) ttl.try_emplace(h.lease);
+    for (const auto& [name, e] : held) ttl.try_emplace(e.lease);
     for (auto& [lease, left] : ttl) {
       if (lease == 0) continue;
       auto live = session_.time_to_live(lease, deadline, step);
@@ -396,10 +466,11 @@ class EtcdBackend final : public Backend, public LockDriver {
       if (live->ttl() > 0) left = std::chrono::seconds(live->ttl());
     }
     std::vector<LockInfo> out;
-    // A mutex's keys are empty; an election's hold the candidates' ids.
-    for (const auto& [name, h] : holders)
-      out.push_back(LockInfo{name, (h.value.empty() ? "" : "'" + h.value + "', ") + "lease " + hex(h.lease),
-                             static_cast<std::uint64_t>(h.revision), ttl[h.lease], h.value.empty() ? "mutex" : "leader"});
+    for (const auto& [name, e] : held)
+      out.push_back(LockInfo{name, (e.kind == "leader" ? "'" + e.value + "', " : "") + "lease " + hex(e.lease),
+                             static_cast<std::uint64_t>(e.revision), ttl[e.lease], e.kind});
+    std::sort(out.begin(), out.end(),
+              [](const LockInfo& x, const LockInfo& y) { return std::tie(x.name, x.token) < std::tie(y.name, y.token); });
     return out;
   }
 
@@ -435,7 +506,8 @@ class EtcdBackend final : public Backend, public LockDriver {
   std::shared_ptr<Signal> next_local(const std::string& name, const std::string& owner) {
     const Contender* next = nullptr;
     for (const auto& [key, c] : contenders_)
-      if (key.second == name && key.first != owner && (!next || c->order < next->order)) next = c.get();
+      if (c->per_lease && key.second == name && key.first != owner && (!next || c->order < next->order))
+        next = c.get();
     return next ? next->signal : nullptr;
   }
 
@@ -443,15 +515,17 @@ class EtcdBackend final : public Backend, public LockDriver {
     if (c.watch_id != 0) session_.unwatch(std::exchange(c.watch_id, 0));
   }
 
-  // Our key exists (as far as we know): is it first now? If not, watch the
-  // key created last before it.
-  Result<Attempt> look_again(const LockRequest& request, Contender& c, const Lease& lease, steady::time_point sent,
-                             steady::time_point deadline, const std::string& step) {
+  // Our key exists (as far as we know): do we hold now? If not, watch the
+  // blocker created last before it (one key: a release wakes one waiter);
+  // with room for more than one (a semaphore), every blocker's deletion.
+  Result<Attempt> look_again(const LockRequest& request, Contender& c, const Queue& q, const Lease& lease,
+                             steady::time_point sent, steady::time_point deadline, const std::string& step) {
     forget_watch(c);
-    const std::string prefix = lock_prefix(session_.config(), request.name);
     pb::TxnRequest t;
     *t.add_success()->mutable_request_range() = one_key(c.key);
-    *t.add_success()->mutable_request_range() = first_created(prefix, true, c.revision);
+    // (Not count_only: etcd counts the whole range, before the revision filter.)
+    *t.add_success()->mutable_request_range() =
+        q.room == 1 ? first_created(q.blockers, true, c.revision) : first_created(q.blockers, false, c.revision, q.room);
     auto r = session_.txn(t, deadline, step);
     if (!r) return r.status();
     const auto& mine = r->responses(0).response_range();
@@ -463,18 +537,22 @@ class EtcdBackend final : public Backend, public LockDriver {
       return Attempt(Busy{});
     }
     const auto& before = r->responses(1).response_range();
-    if (before.kvs_size() == 0) return grant(request, &c, c.key, c.revision, lease, sent, deadline, step);
+    if (before.kvs_size() < q.room)
+      return grant(request, &c, q, c.revision, lease, sent, deadline, step);
     c.deleted = std::make_shared<Signal>();
     c.deleted->call_back([s = c.signal] { s->notify(); });
-    auto id = session_.watch(before.kvs(0).key(), "", r->header().revision() + 1, true, c.deleted);
+    auto id = q.room == 1 ? session_.watch(before.kvs(0).key(), "", r->header().revision() + 1, true, c.deleted)
+                          : session_.watch(q.blockers, range_end(q.blockers), r->header().revision() + 1, true,
+                                           c.deleted);
     if (!id) return id.status();
     c.watch_id = *id;
     return Attempt(Busy{});
   }
 
-  Result<Attempt> grant(const LockRequest& request, Contender* c, const std::string& key, std::int64_t revision,
+  Result<Attempt> grant(const LockRequest& request, Contender* c, const Queue& q, std::int64_t revision,
                         const Lease& lease, steady::time_point sent, steady::time_point deadline,
                         const std::string& step) {
+    const std::string& key = q.key;
     Grant g;
     g.token = static_cast<std::uint64_t>(revision);
     auto state = std::make_unique<KeyGrant>();
@@ -490,7 +568,7 @@ class EtcdBackend final : public Backend, public LockDriver {
       *t.add_compare() = created_at(key, revision);
       auto* put = t.add_success()->mutable_request_put();
       put->set_key(key);
-      put->set_value(request.data);
+      put->set_value(q.value);
       put->set_lease(own->id());
       auto moved = session_.txn(t, deadline, step);
       if (!moved) return moved.status();
@@ -508,6 +586,10 @@ class EtcdBackend final : public Backend, public LockDriver {
   }
 
   Session session_;
+  CountKeys counter_keys_{session_, kind_root(session_.config(), "counter")};
+  CasCounters counters_{counter_keys_};
+  Latches latches_{session_};
+  Barriers barriers_{session_};
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Contender>> contenders_;  // (owner, name)
   std::map<std::string, std::string> slots_;  // name -> the owner with a key under it

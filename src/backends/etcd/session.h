@@ -144,4 +144,27 @@ class Session {
   std::vector<std::thread> watch_readers_;  // joined at close; at most one runs
 };
 
+// Notified by one watch (Session::watch), which it cancels when it goes.
+class WatchWaiter final : public Waiter {
+ public:
+  WatchWaiter(Session& session, std::int64_t id, std::shared_ptr<Signal> signal)
+      : session_(session), id_(id), signal_(std::move(signal)) {}
+  ~WatchWaiter() override { session_.unwatch(id_); }
+  WatchWaiter(const WatchWaiter&) = delete;
+  WatchWaiter& operator=(const WatchWaiter&) = delete;
+  Status wait_until(steady::time_point until) override {
+    signal_->wait_until(until);
+    return {};
+  }
+  bool on_notify(std::function<void()> notify) override {
+    signal_->call_back(std::move(notify));
+    return true;
+  }
+
+ private:
+  Session& session_;
+  std::int64_t id_;
+  std::shared_ptr<Signal> signal_;
+};
+
 }  // namespace dlock::detail::etcd

@@ -556,7 +556,8 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   PendingReplies unanswered_;  // releases sent and not yet answered
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Contender>> contenders_;  // (owner, name)
-  Counters counters_{session_};
+  CountNodes count_nodes_{session_};
+  CasCounters counters_{count_nodes_};
   Latches latches_{session_};
   Semaphores semaphores_{session_, *this};
   Barriers barriers_{session_};
