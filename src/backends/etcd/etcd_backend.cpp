@@ -222,6 +222,10 @@ class EtcdBackend final : public Backend, public LockDriver {
     const std::string& key = q.key;
     if (c && c->key == key) return look_again(request, *c, q, *lease, sent, deadline, step);
     if (c) forget_watch(*c);
+    if (Status settled = settle_doubt(key, deadline, step); !settled) {
+      if (!c && q.per_lease) free_slot(request.name, request.owner);
+      return settled;
+    }
 
     // Our key if absent (with the lease), and the first `room` keys that
     // may block it, by creation.
@@ -248,7 +252,7 @@ class EtcdBackend final : public Backend, public LockDriver {
     const auto& first = r->responses(1).response_range();
     if (request.kind == LockKind::permit && first.kvs_size() > 0 && first.kvs(0).value() != q.value) {
       // The oldest permit out declares the count; ours differs.
-      (void)delete_if_created_at(session_, key, revision, deadline, step);
+      (void)delete_ours(key, revision, deadline, step);
       if (c) c->key.clear();
       return Status(errc::invalid_argument, "etcd: " + step + ": semaphore '" + request.name + "' has " +
                                                 first.kvs(0).value() + " permits (as its holders declared), not " +
@@ -266,7 +270,7 @@ class EtcdBackend final : public Backend, public LockDriver {
     }
     if (!c) {
       // try_lock: one look, then gone.
-      auto gone = delete_if_created_at(session_, key, revision, deadline, step);
+      auto gone = delete_ours(key, revision, deadline, step);
       if (q.per_lease) free_slot(request.name, request.owner);
       if (!gone) return gone.status();
       return Attempt(Busy{});
@@ -309,8 +313,8 @@ class EtcdBackend final : public Backend, public LockDriver {
       // Gone before the caller returns, as a try_lock_for that timed out
       // must leave no trace; if the cluster can't be reached the key goes
       // with the lease.
-      (void)delete_if_created_at(session_, c.key, c.revision, steady::now() + session_.config().op_timeout,
-                                 "giving up on '" + c.name + "'");
+      (void)delete_ours(c.key, c.revision, steady::now() + session_.config().op_timeout,
+                        "giving up on '" + c.name + "'");
     }
     if (c.per_lease) free_slot(c.name, key.first);
   }
@@ -318,8 +322,8 @@ class EtcdBackend final : public Backend, public LockDriver {
   Status release(const LockRequest& request, Grant& grant) override {
     const auto& g = static_cast<KeyGrant&>(*grant.state);
     const std::string step = "releasing " + std::string(kind_name(request.kind)) + " '" + request.name + "'";
-    auto gone = delete_if_created_at(session_, g.key, static_cast<std::int64_t>(grant.token),
-                                     steady::now() + session_.config().op_timeout, step);
+    auto gone = delete_ours(g.key, static_cast<std::int64_t>(grant.token), steady::now() + session_.config().op_timeout,
+                            step);
     if (request.kind == LockKind::mutex || request.kind == LockKind::latch) free_slot(request.name, request.owner);
     if (!gone) return gone.status();
     if (!*gone)
@@ -585,6 +589,40 @@ class EtcdBackend final : public Backend, public LockDriver {
     return Attempt(std::move(g));
   }
 
+  // Deletes a key of ours if it is still the one created at `revision`.
+  // If the cluster does not answer, the delete may still be applied later:
+  // the key is then doubtful (settle_doubt).
+  Result<bool> delete_ours(const std::string& key, std::int64_t revision, steady::time_point deadline,
+                           std::string_view step) {
+    auto gone = delete_if_created_at(session_, key, revision, deadline, step);
+    if (!gone) {
+      std::lock_guard lk(mu_);
+      doubtful_[key] = revision;
+    }
+    return gone;
+  }
+
+  // Our key's name is the lease's, so the next acquisition of the name
+  // would find the same key and take it as its own (as it must after a
+  // create whose answer was lost) — while a delete sent before, unanswered,
+  // can still be applied and free the lock under its new holder. So a key
+  // whose delete went unanswered is deleted for sure (compared on its
+  // creation, so it never touches a newer key) before it is created again.
+  Status settle_doubt(const std::string& key, steady::time_point deadline, std::string_view step) {
+    std::int64_t revision;
+    {
+      std::lock_guard lk(mu_);
+      auto it = doubtful_.find(key);
+      if (it == doubtful_.end()) return {};
+      revision = it->second;
+    }
+    auto gone = delete_if_created_at(session_, key, revision, deadline, step);
+    if (!gone) return gone.status();
+    std::lock_guard lk(mu_);
+    if (auto it = doubtful_.find(key); it != doubtful_.end() && it->second == revision) doubtful_.erase(it);
+    return {};
+  }
+
   Session session_;
   CountKeys counter_keys_{session_, kind_root(session_.config(), "counter")};
   CasCounters counters_{counter_keys_};
@@ -593,6 +631,7 @@ class EtcdBackend final : public Backend, public LockDriver {
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Contender>> contenders_;  // (owner, name)
   std::map<std::string, std::string> slots_;  // name -> the owner with a key under it
+  std::map<std::string, std::int64_t> doubtful_;  // key -> its creation, whose delete went unanswered
   std::uint64_t next_order_ = 0;
 };
 
