@@ -82,6 +82,50 @@ TEST(EtcdFault, KilledHolderFreesItsLockWithinTheLeaseTtl) {
   m.unlock();
 }
 
+// A cluster with authentication on: a user with a role on dlock's prefix
+// locks; a wrong password, a prefix the role does not cover and no
+// credentials at all are refused with errors that never show the password;
+// and the auth token, which etcd expires (here after 2 s), is fetched again
+// without the caller noticing.
+TEST(EtcdFault, AuthenticatedClientsLockAndBadCredentialsAreRefusedWithoutEcho) {
+  TempDir dir;
+  ::setenv("ETCD_EXTRA_ARGS", "--auth-token-ttl 2", 1);
+  Etcd etcd(dir, 1);
+  ::unsetenv("ETCD_EXTRA_ARGS");
+  ASSERT_TRUE(etcd.ok());
+  const std::string endpoints = etcd.url().substr(std::string("etcd://").size());
+  const std::string ctl = "etcdctl --endpoints " + endpoints + " ";
+  const std::string as_root = ctl + "--user root:Root5ecret ";
+  ASSERT_EQ(run(ctl + "user add root:Root5ecret >/dev/null && " + ctl + "user grant-role root root >/dev/null && " +
+                ctl + "auth enable >/dev/null && " + as_root + "user add alice:Al1ceSecret >/dev/null && " +
+                as_root + "role add locks >/dev/null && " + as_root +
+                "role grant-permission locks --prefix=true readwrite app >/dev/null && " + as_root +
+                "user grant-role alice locks >/dev/null"),
+            0);
+
+  auto alice = connect("etcd://alice:Al1ceSecret@" + endpoints + "/app?ttl=5s", {.op_timeout = 2s});
+  auto m = alice->mutex("jobs");
+  ASSERT_TRUE(m.try_lock());
+  m.unlock();
+  std::this_thread::sleep_for(3s);  // past the token's 2 s
+  EXPECT_TRUE(m.try_lock()) << "an expired auth token was not fetched again";
+  m.unlock();
+
+  expect_thrown_naming([&] { (void)connect("etcd://alice:Wr0ngSecret@" + endpoints + "/app")->mutex("jobs").try_lock(); },
+                       errc::invalid_argument, "alice", "a wrong password");
+  try {
+    (void)connect("etcd://alice:Wr0ngSecret@" + endpoints + "/app")->mutex("jobs").try_lock();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("Wr0ngSecret"), std::string::npos) << "the password was echoed: " << e.what();
+  }
+  EXPECT_EQ(thrown([&] { (void)connect("etcd://alice:Al1ceSecret@" + endpoints + "/other")->mutex("jobs").try_lock(); }),
+            errc::invalid_argument)
+      << "a prefix alice's role does not cover";
+  EXPECT_EQ(thrown([&] { (void)connect("etcd://" + endpoints + "/app")->mutex("jobs").try_lock(); }),
+            errc::invalid_argument)
+      << "no credentials on a cluster with authentication";
+}
+
 TEST(EtcdFault, StoppedServerFailsCallsWithinTheirTimeout) {
   TempDir dir;
   Etcd etcd(dir, 1);
