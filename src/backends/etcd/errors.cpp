@@ -27,6 +27,11 @@ Status to_status(const grpc::Status& status, std::string_view step) {
       // etcd's "requested lease not found": the lease expired or was revoked.
       return Status(errc::lock_lost, what + "the lease is gone (" + said + ")");
     case grpc::StatusCode::INVALID_ARGUMENT:
+      // What etcd says to a request without a token where auth is on.
+      if (said.find("user name is empty") != std::string::npos)
+        return Status(errc::invalid_argument, what + "the cluster has authentication on: give a user and password, "
+                                                     "etcd://user:password@host (" + said + ")");
+      return Status(errc::invalid_argument, what + "etcd refused the request (" + said + ")");
     case grpc::StatusCode::OUT_OF_RANGE:
     case grpc::StatusCode::FAILED_PRECONDITION:
       return Status(errc::invalid_argument, what + "etcd refused the request (" + said + ")");
