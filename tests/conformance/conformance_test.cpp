@@ -44,12 +44,13 @@ class Conformance : public ::testing::TestWithParam<BackendUnderTest> {
 
 // Runs `processes` hammer workers and returns the oracle's counts.
 ResourceCounts hammer(const Conformance& t, const std::string& url, const std::string& name,
-                      const std::string& resource_path, int processes, int sections, bool use_lock) {
+                      const std::string& resource_path, int processes, int sections, bool use_lock,
+                      int work_us = 200) {
   FencedResource resource(resource_path, true);
   std::vector<std::unique_ptr<ChildProcess>> workers;
   for (int i = 0; i < processes; ++i) {
     std::vector<std::string> args{DLOCK_TEST_WORKER, "hammer", url, name, std::to_string(sections),
-                                  resource_path, "200"};
+                                  resource_path, std::to_string(work_us)};
     if (!use_lock) args.push_back("nolock");
     workers.push_back(std::make_unique<ChildProcess>(args));
   }
@@ -91,9 +92,10 @@ TEST_P(Conformance, UnlocksAreAppliedBeforeTheThreadsNextCall) {
 }
 
 // The same harness without the lock must see violations, or the test above
-// proves nothing.
+// proves nothing. Each section lasts 5 ms, so the workers' runs (a quarter
+// of a second each) overlap even when instrumented processes start slowly.
 TEST_P(Conformance, OracleDetectsViolationsWithoutTheLock) {
-  auto counts = hammer(*this, url(), lock_name(), resource_path(), 8, 50, false);
+  auto counts = hammer(*this, url(), lock_name(), resource_path(), 8, 50, false, 5'000);
   EXPECT_GT(counts.overlaps + static_cast<std::uint64_t>(8 * 50 - counts.counter), 0u)
       << "the oracle saw no overlap and no lost update without a lock";
 }
