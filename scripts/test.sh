@@ -7,7 +7,11 @@
 #      and killed/stopped/restarted servers included) under AddressSanitizer +
 #      UndefinedBehaviorSanitizer, but for the 10,000-lock and -permit renewal
 #      tests (their bound on batches per period assumes an uninstrumented client;
-#      step 1 runs them);
+#      step 1 runs them) and the conformance runs on Sentinel, the
+#      quorum and MySQL's table mode (CMakePresets.json), to keep the whole
+#      run within its time: their code is redis://'s, core's quorum and the
+#      SQL table recipe, which ASan checks through redis://, their fault
+#      tests, postgres:// and sqlite://;
 #      (the nemesis suite, dlock_nemesis_tests, runs in step 1 only: its
 #      bounds are set for uninstrumented workers; its checker's unit tests
 #      run here);
@@ -18,7 +22,7 @@
 #      mode (CMakePresets.json), to keep the whole run within its time: their
 #      code's threads are those of redis:// and of the SQL table recipe,
 #      which TSan checks through redis://, postgres:// and sqlite://, and
-#      their fault tests still run here; step 2 runs them all;
+#      their fault tests still run here (step 2 runs Cluster's conformance);
 #   4. the fuzzers (libFuzzer, clang, ASan + UBSan): URL, duration and name
 #      parsing, and each networked backend's reading of its URL (redis,
 #      sentinel, zk, etcd), 20 s each from the committed seed corpus.
