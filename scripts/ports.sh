@@ -1,5 +1,5 @@
-# ports.sh — sourced by the server scripts: picking ports on 127.0.0.1, and
-# stopping the processes they started.
+# ports.sh — sourced by the server scripts: picking ports on 127.0.0.1,
+# waiting for a Redis server to answer, and stopping the processes they started.
 # A port free a moment ago may be taken by the time a server binds it: the
 # scripts retry their start with a fresh pick.
 
@@ -18,6 +18,18 @@ PY
 }
 
 free_port() { free_ports 1; }
+
+# wait_for_pong PORT [REDIS-CLI ARGS...]: waits up to 5 s until the redis-server
+# or sentinel on 127.0.0.1:PORT answers PING; 1 if it never does.
+wait_for_pong() {
+  local port="$1"
+  shift
+  for _ in $(seq 1 100); do
+    if timeout 2 redis-cli -h 127.0.0.1 -p "$port" "$@" ping 2>/dev/null | grep -q PONG; then return 0; fi
+    sleep 0.05
+  done
+  return 1
+}
 
 # stop_pid_files FILE...: stops the processes whose pids the FILEs hold (all
 # at once: each may take a second or two to exit on SIGTERM; what is left

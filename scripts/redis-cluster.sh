@@ -54,11 +54,7 @@ start_node() {
     --save '' --appendonly no --daemonize yes --pidfile "$dir/node-$port.pid" \
     --logfile "$dir/node-$port/redis.log" --enable-debug-command local \
     --repl-diskless-sync yes --repl-diskless-sync-delay 0 >/dev/null || return 1
-  for _ in $(seq 1 100); do
-    if cli "$port" ping | grep -q PONG; then return 0; fi
-    sleep 0.05
-  done
-  return 1
+  wait_for_pong "$port"
 }
 
 # Whether every node of NODE_PORTS says the cluster is ok and knows all of them.

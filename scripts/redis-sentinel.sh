@@ -66,11 +66,7 @@ start_node() {
   [[ -n "$master" ]] && args+=(--replicaof 127.0.0.1 "$master")
   # shellcheck disable=SC2086
   redis-server "${args[@]}" ${REDIS_EXTRA_ARGS:-} >/dev/null || return 1
-  for _ in $(seq 1 100); do
-    if cli "$port" ping | grep -q PONG; then return 0; fi
-    sleep 0.05
-  done
-  return 1
+  wait_for_pong "$port"
 }
 
 # start_sentinel PORT MASTER_PORT
@@ -92,11 +88,7 @@ sentinel failover-timeout $name 3000
 sentinel parallel-syncs $name 2
 EOF
   redis-server "$dir/sentinel-$port/sentinel.conf" --sentinel >/dev/null || return 1
-  for _ in $(seq 1 100); do
-    if cli "$port" ping | grep -q PONG; then return 0; fi
-    sleep 0.05
-  done
-  return 1
+  wait_for_pong "$port"
 }
 
 # The master's port as the first sentinel that answers sees it.

@@ -38,11 +38,8 @@ start_server() {
   redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no \
     --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
     --unixsocket "$dir/redis.sock" --unixsocketperm 700 ${REDIS_EXTRA_ARGS:-} >/dev/null || return 1
-  for _ in $(seq 1 100); do
-    if redis-cli -h 127.0.0.1 -p "$port" ${REDIS_CLI_AUTH:-} ping 2>/dev/null | grep -q PONG; then return 0; fi
-    sleep 0.05
-  done
-  return 1
+  # shellcheck disable=SC2086
+  wait_for_pong "$port" ${REDIS_CLI_AUTH:-}
 }
 
 case "$cmd" in

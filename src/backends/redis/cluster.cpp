@@ -231,18 +231,18 @@ void ClusterRouter::moved(int slot, const Endpoint& at) {
 Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std::string_view step) {
   if (batch.empty()) return {};
   // A command still to send: its index, and the node an ASK sent it to.
-  struct Todo {
+  struct Unsent {
     std::size_t index;
     std::optional<Endpoint> ask;
   };
   struct Group {
     Endpoint at;
     Batch batch;
-    std::vector<Todo> items;
+    std::vector<Unsent> items;
   };
   std::vector<Reply> out(batch.size());
-  std::vector<Todo> todo;
-  for (std::size_t i = 0; i < batch.size(); ++i) todo.push_back({i, std::nullopt});
+  std::vector<Unsent> unsent;
+  for (std::size_t i = 0; i < batch.size(); ++i) unsent.push_back({i, std::nullopt});
   std::size_t failed_at = batch.size();
   Status failure;
   auto fail = [&](std::size_t index, const Status& why) {
@@ -255,12 +255,12 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
   // CLUSTERDOWN are bounded by the deadline only.
   int redirects = 0;
   std::set<std::string> scripted;  // nodes the scripts were loaded on in this call
-  while (!todo.empty()) {
+  while (!unsent.empty()) {
     if (redirects > max_redirects || steady::now() >= deadline) {
       const std::string why = redirects > max_redirects
                                   ? "redirected it more than " + std::to_string(max_redirects) + " times"
                                   : "did not serve it within ClientOptions::op_timeout";
-      for (const Todo& t : todo)
+      for (const Unsent& t : unsent)
         fail(t.index, Status(errc::unavailable, "redis backend: " + std::string(step) + ": the cluster " + why +
                                                     " (a failover or slot migration under way?)"));
       break;
@@ -269,8 +269,8 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
     std::map<std::string, Group> groups;
     bool again = false, reread = false, redirected = false;
     std::set<std::string> unscripted;  // nodes that answered NOSCRIPT in this round
-    std::vector<Todo> next;
-    for (const Todo& t : todo) {
+    std::vector<Unsent> next;
+    for (const Unsent& t : unsent) {
       std::optional<Endpoint> at = t.ask;
       if (!at) {
         const int slot = batch.slot(t.index);
@@ -292,7 +292,7 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
     for (auto& [where, g] : groups) {
       Replies got = pool(g.at).run(g.batch, deadline, step);
       std::size_t at = 0;
-      for (const Todo& t : g.items) {
+      for (const Unsent& t : g.items) {
         if (t.ask) ++at;  // ASKING's +OK
         if (at >= got.replies.size()) {
           fail(t.index, got.failure);
@@ -334,7 +334,7 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
     if (again && !next.empty())
       std::this_thread::sleep_for(
           std::min<steady::duration>(pause, std::max(deadline - steady::now(), steady::duration::zero())));
-    todo = std::move(next);
+    unsent = std::move(next);
   }
   Replies result;
   for (std::size_t i = 0; i < failed_at; ++i) {
