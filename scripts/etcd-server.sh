@@ -17,9 +17,10 @@
 #
 # Environment: ETCD_EXTRA_ARGS adds member arguments (e.g. "--auto-compaction-retention 1").
 # ETCD_TLS=CADIR serves clients over TLS only (https://), with the certificates scripts/test-ca.sh
-# makes in CADIR (made there if missing): --cert-file/--key-file server.pem/.key,
-# --trusted-ca-file ca.pem; DIR/url is then etcds://... (a client adds ?ca=CADIR/ca.pem). ETCD_TLS_CLIENT_AUTH=1
-# with it adds --client-cert-auth: clients need a certificate signed by that CA (client.pem/.key).
+# makes in CADIR (made there if missing): --cert-file/--key-file server.pem/.key; DIR/url is then
+# etcds://... (a client adds ?ca=CADIR/ca.pem). ETCD_TLS_CLIENT_AUTH=1 with it adds
+# --trusted-ca-file ca.pem --client-cert-auth: clients need a certificate signed by that CA
+# (client.pem/.key).
 # The members talk to each other in plain text either way.
 #
 # Never assumes a port is free (retries with fresh ports if one was taken meanwhile) and signals
@@ -75,8 +76,9 @@ launch() {
   read -r client peer < "$node/ports"
   ca="$(tls_dir)"
   if [[ -n "$ca" ]]; then
-    tls=(--cert-file "$ca/server.pem" --key-file "$ca/server.key" --trusted-ca-file "$ca/ca.pem")
-    tls_client_auth && tls+=(--client-cert-auth)
+    tls=(--cert-file "$ca/server.pem" --key-file "$ca/server.key")
+    # etcd 3.4 asks every client for a certificate once it has a trusted CA.
+    tls_client_auth && tls+=(--trusted-ca-file "$ca/ca.pem" --client-cert-auth)
   fi
   # shellcheck disable=SC2086
   setsid etcd --name "n$i" --data-dir "$node/data" "${tls[@]}" \
