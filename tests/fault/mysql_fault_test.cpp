@@ -1,5 +1,7 @@
 // MySQL/MariaDB under faults: a stopped (SIGSTOP) server, a killed one, one
-// restarted, and users with too few rights. Each test starts its own
+// restarted, users with too few rights, and TLS with a CA the test makes
+// (Connector/C's ssl-ca, ssl-verify-server-cert passed through). Each test
+// starts its own
 // MariaDB server (scripts/mariadb-server.sh) in a temp dir, because it
 // stops, kills or administers it.
 #include "child_process.h"
@@ -31,7 +33,7 @@ class MysqlFault : public ::testing::Test {
   void TearDown() override { (void)server("stop"); }
 
   int server(const std::string& command) {
-    const std::string line = std::string(DLOCK_MARIADB_SCRIPT) + " " + command + " " + dir_.path() + " >/dev/null";
+    const std::string line = env_ + " " + DLOCK_MARIADB_SCRIPT + " " + command + " " + dir_.path() + " >/dev/null";
     return std::system(line.c_str());
   }
 
@@ -57,6 +59,46 @@ class MysqlFault : public ::testing::Test {
 
   TempDir dir_;
   std::string url_;
+  std::string env_;  // settings for the script ("MARIADB_TLS=DIR ...")
+};
+
+// A server that also serves TLS with a CA of the test's (scripts/test-ca.sh);
+// with `required`, only TLS (--require-secure-transport).
+class MysqlTls : public MysqlFault {
+ protected:
+  explicit MysqlTls(bool required = false) {
+    env_ = "MARIADB_TLS=" + ca() + (required ? " MARIADB_TLS_REQUIRED=1" : "");
+  }
+  std::string ca() const { return dir_.path() + "/ca"; }
+  // The user `tls` (password below, made by the test) and `query`.
+  std::string url_with(const std::string& query) const {
+    return url_as(std::string("tls:") + password, "dlock") + (query.empty() ? "" : "?" + query);
+  }
+  static constexpr const char* password = "My5ecretXy42";
+  std::string make_user(const std::string& require) {
+    return "CREATE USER 'tls'@'127.0.0.1' IDENTIFIED BY '" + std::string(password) + "' " + require +
+           "; GRANT ALL ON dlock.* TO 'tls'@'127.0.0.1';";
+  }
+
+  // Connecting with `query` fails with `unavailable` within op_timeout
+  // (1 s), saying `named` and never the password.
+  void refused(const std::string& query, const std::string& named) {
+    const auto start = steady::now();
+    try {
+      (void)connect(url_with(query), options());
+      ADD_FAILURE() << query << ": connected";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::unavailable) << query << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << query << ": " << e.what();
+      EXPECT_EQ(std::string(e.what()).find(password), std::string::npos) << "the password was shown: " << e.what();
+    }
+    EXPECT_LT(steady::now() - start, scaled(2000ms)) << query << ": not within op_timeout";
+  }
+};
+
+class MysqlTlsOnly : public MysqlTls {
+ protected:
+  MysqlTlsOnly() : MysqlTls(true) {}
 };
 
 // A stopped server answers nothing: every call fails with unavailable
@@ -181,6 +223,37 @@ TEST_F(MysqlFault, LeastPrivilegedUserIsToldTheDdlThenWorks) {
   auto m = client->mutex("orders");
   ASSERT_TRUE(m.try_lock());
   EXPECT_GT(m.token(), 0u);
+  m.unlock();
+}
+
+// A user the server lets in only over TLS (REQUIRE SSL): with ssl-ca and
+// ssl-verify-server-cert=1 it locks, so the backend's connections are
+// encrypted; without TLS, or checking the server against another CA, it is
+// refused within op_timeout with a message that says why and never shows
+// the password.
+TEST_F(MysqlTls, VerifiedTlsLocksAndTlsOffOrAnotherCaIsRefused) {
+  ASSERT_EQ(admin(make_user("REQUIRE SSL")), 0);
+  const std::string other_ca = dir_.path() + "/other-ca";
+  ASSERT_EQ(std::system((std::string(DLOCK_TEST_CA_SCRIPT) + " " + other_ca).c_str()), 0);
+  {
+    auto client = connect(url_with("ssl-ca=" + ca() + "/ca.pem&ssl-verify-server-cert=1"), options());
+    auto m = client->mutex("jobs");
+    std::lock_guard hold(m);
+    EXPECT_GT(m.token(), 0u);
+  }
+  refused("", "requires TLS");
+  refused("ssl-ca=" + other_ca + "/ca.pem&ssl-verify-server-cert=1", "TLS/SSL error");
+}
+
+// A server that takes only TLS (--require-secure-transport): a client with
+// TLS off is refused within op_timeout, told TLS may be what is missing;
+// with TLS on it locks.
+TEST_F(MysqlTlsOnly, ClientWithTlsOffIsRefused) {
+  ASSERT_EQ(admin(make_user("")), 0);
+  refused("", "requires TLS");
+  auto client = connect(url_with("ssl=1&ssl-ca=" + ca() + "/ca.pem&ssl-verify-server-cert=1"), options());
+  auto m = client->mutex("jobs");
+  EXPECT_TRUE(m.try_lock());
   m.unlock();
 }
 

@@ -1,6 +1,7 @@
 // PostgreSQL under faults: a server restarted (a crash to its clients),
-// stopped (SIGSTOP) and killed while locks are held, and the rights a
-// database user needs. Each test starts its own server
+// stopped (SIGSTOP) and killed while locks are held, the rights a database
+// user needs, and TLS with a CA the test makes (libpq's sslmode, sslrootcert
+// passed through). Each test starts its own server
 // (scripts/postgres-server.sh) in a temp dir, because it breaks it.
 #include "child_process.h"
 #include "thrown.h"
@@ -35,7 +36,7 @@ class PostgresFault : public ::testing::Test {
   void TearDown() override { (void)server("stop"); }
 
   bool server(const std::string& command) {
-    auto [ok, out] = shell(std::string(DLOCK_POSTGRES_SCRIPT) + " " + command + " " + dir_.path() + "/pg");
+    auto [ok, out] = shell(env_ + " " + DLOCK_POSTGRES_SCRIPT + " " + command + " " + dir_.path() + "/pg");
     if (!ok) ADD_FAILURE() << command << ": " << out;
     return ok;
   }
@@ -53,6 +54,43 @@ class PostgresFault : public ::testing::Test {
   }
 
   TempDir dir_;
+  std::string env_;  // settings for the script ("POSTGRES_TLS=DIR ...")
+};
+
+// A server that also serves TLS with a CA of the test's (scripts/test-ca.sh);
+// with `required`, only TLS (pg_hba.conf: hostssl).
+class PostgresTls : public PostgresFault {
+ protected:
+  explicit PostgresTls(bool required = false) {
+    env_ = "POSTGRES_TLS=" + ca() + (required ? " POSTGRES_TLS_REQUIRED=1" : "");
+  }
+  std::string ca() const { return dir_.path() + "/ca"; }
+  // dlock's user with a password of the test's (the server trusts any: it
+  // is there to be looked for in messages) and `query`.
+  std::string url_with(const std::string& query) const {
+    return "postgres://dlock:" + std::string(password) + "@127.0.0.1:" + read("port") + "/dlock?" + query;
+  }
+  static constexpr const char* password = "Pg5ecretXy42";
+
+  // Connecting with `query` fails with `unavailable` within op_timeout
+  // (500 ms), saying `named` and never the password.
+  void refused(const std::string& query, const std::string& named) {
+    const auto start = steady::now();
+    try {
+      (void)connect(url_with(query), {.op_timeout = 500ms});
+      ADD_FAILURE() << query << ": connected";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), errc::unavailable) << query << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << query << ": " << e.what();
+      EXPECT_EQ(std::string(e.what()).find(password), std::string::npos) << "the password was shown: " << e.what();
+    }
+    EXPECT_LT(steady::now() - start, scaled(1500ms)) << query << ": not within op_timeout";
+  }
+};
+
+class PostgresTlsOnly : public PostgresTls {
+ protected:
+  PostgresTlsOnly() : PostgresTls(true) {}
 };
 
 TEST_F(PostgresFault, TokensKeepIncreasingAcrossARestart) {
@@ -191,6 +229,53 @@ TEST_F(PostgresFault, SessionModeNamesNeverShareALock) {
     EXPECT_FALSE(same2.try_lock()) << mode;
     same1.unlock();
   }
+}
+
+// sslmode=verify-full with the test's CA: the client locks, and the server
+// reports every connection of dlock's user encrypted (pg_stat_ssl); a
+// client with TLS off, for contrast, shows up unencrypted. A CA that did not
+// sign the server's certificate is refused within op_timeout.
+TEST_F(PostgresTls, VerifiedTlsLocksOverEncryptedConnections) {
+  const std::string other_ca = dir_.path() + "/other-ca";
+  ASSERT_TRUE(shell(std::string(DLOCK_TEST_CA_SCRIPT) + " " + other_ca).first);
+  const std::string encrypted =
+      "SELECT count(*) || ' ' || count(*) FILTER (WHERE ssl) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) "
+      "WHERE usename = 'dlock'";
+  const auto connections = [&] {  // "all encrypted"
+    auto [ok, out] = shell("psql -At '" + read("admin_url") + "' -c \"" + encrypted + "\"");
+    EXPECT_TRUE(ok) << out;
+    return out.substr(0, out.find('\n'));
+  };
+  {
+    auto client = connect(url_with("sslmode=verify-full&sslrootcert=" + ca() + "/ca.pem"), {.op_timeout = 2s});
+    auto m = client->mutex("jobs");
+    std::lock_guard hold(m);
+    EXPECT_GT(m.token(), 0u);
+    const std::string seen = connections();
+    const auto space = seen.find(' ');
+    ASSERT_NE(space, std::string::npos) << seen;
+    EXPECT_NE(seen.substr(0, space), "0") << "no connection of dlock's user is open";
+    EXPECT_EQ(seen.substr(0, space), seen.substr(space + 1)) << "unencrypted connections (all, encrypted): " << seen;
+  }
+  {
+    auto client = connect(url_with("sslmode=disable"), {.op_timeout = 2s});
+    auto m = client->mutex("jobs");
+    std::lock_guard hold(m);
+    const std::string seen = connections();
+    EXPECT_EQ(seen.substr(seen.find(' ') + 1), "0") << "sslmode=disable, yet encrypted: " << seen;
+  }
+  refused("sslmode=verify-full&sslrootcert=" + other_ca + "/ca.pem", "certificate verify failed");
+  refused("sslmode=verify-full&sslrootcert=" + dir_.path() + "/missing.pem", "missing.pem");
+}
+
+// A server that takes only TLS: a client with TLS off is refused within
+// op_timeout with the server's reason; with TLS on it locks.
+TEST_F(PostgresTlsOnly, ClientWithTlsOffIsRefused) {
+  refused("sslmode=disable", "no encryption");
+  auto client = connect(url_with("sslmode=verify-full&sslrootcert=" + ca() + "/ca.pem"), {.op_timeout = 2s});
+  auto m = client->mutex("jobs");
+  EXPECT_TRUE(m.try_lock());
+  m.unlock();
 }
 
 }  // namespace
