@@ -33,10 +33,15 @@ int run(const std::string& command) { return std::system(command.c_str()); }
 // `env`: settings for scripts/etcd-server.sh ("ETCD_TLS=DIR ...").
 class Etcd {
  public:
-  Etcd(const TempDir& dir, int members, const std::string& env = "") : dir_(dir.path() + "/etcd") {
+  Etcd(const TempDir& dir, int members, const std::string& env = "") : dir_(dir.path() + "/etcd"), members_(members) {
     ok_ = run(env + " " + script() + " start " + dir_ + " " + std::to_string(members) + " >/dev/null") == 0;
   }
-  ~Etcd() { (void)run(script() + " stop " + dir_ + " >/dev/null 2>&1"); }
+  // SIGKILL first: its data is thrown away, and a SIGTERM'd member takes
+  // over a second to go.
+  ~Etcd() {
+    for (int i = 1; i <= members_; ++i) (void)run(script() + " kill " + dir_ + " " + std::to_string(i) + " >/dev/null 2>&1");
+    (void)run(script() + " stop " + dir_ + " >/dev/null 2>&1");
+  }
   bool ok() const { return ok_; }
   std::string url() const {
     std::ifstream in(dir_ + "/url");
@@ -73,6 +78,7 @@ class Etcd {
  private:
   static std::string script() { return DLOCK_ETCD_SCRIPT; }
   std::string dir_;
+  int members_;
   bool ok_ = false;
 };
 
