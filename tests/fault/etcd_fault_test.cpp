@@ -375,13 +375,13 @@ TEST(EtcdFault, TlsMisconfiguredClientsFailWithinTheirTimeout) {
   m.unlock();
 
   const auto refused = [&](const std::string& url, const std::string& named, const std::string& what) {
-    const auto start = steady::now();
-    expect_thrown_naming([&] { (void)connect(url, {.op_timeout = 500ms}); }, errc::unavailable, named, what);
-    EXPECT_LT(steady::now() - start, scaled(1500ms)) << what << ": not within op_timeout";
+    expect_refused_within([&] { (void)connect(url, {.op_timeout = 500ms}); }, errc::unavailable, scaled(1500ms),
+                          named, "", what);
   };
-  refused(base + "&ca=" + ca + "/ca.pem", "TLS", "no client certificate");
-  refused(base + "&ca=" + other_ca + "/ca.pem" + client_cert, "TLS", "another CA");
-  refused(base + client_cert, "TLS", "the system's roots, which lack the test's CA");
+
+  refused(base + "&ca=" + ca + "/ca.pem", "TLS handshake failed", "no client certificate");
+  refused(base + "&ca=" + other_ca + "/ca.pem" + client_cert, "TLS handshake failed", "another CA");
+  refused(base + client_cert, "TLS handshake failed", "the system's roots, which lack the test's CA");
   refused("etcd://" + etcd.endpoints() + "/tls", "cannot be reached", "plain text to a TLS member");
 
   TempDir plain_dir;
