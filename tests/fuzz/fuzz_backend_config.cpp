@@ -1,7 +1,8 @@
-// Fuzzes what each networked backend makes of a parsed URL before any I/O:
+// Fuzzes what each networked backend makes of a parsed URL before any network I/O:
 // redis://, redis+unix://, redis+sentinel://, redis+cluster://
 // (backends/redis/options.h),
-// zk:// (backends/zookeeper/config.h) and etcd://, etcds:// (backends/etcd/config.h).
+// zk:// (backends/zookeeper/config.h) and etcd://, etcds:// (backends/etcd/config.h;
+// etcds:// reads the PEM files its URL names).
 // Beyond not crashing:
 //   - a password is never echoed: not in an error, not in the redacted URL
 //     the client puts in its messages and logs;
