@@ -45,7 +45,7 @@ pid_of() {
 }
 
 # The TLS settings of DIR's members (written at start): CADIR and 0/1 for client auth; empty: none.
-tls_dir() { [[ -f "$dir/tls" ]] && head -1 "$dir/tls" || true; }
+tls_dir() { if [[ -f "$dir/tls" ]]; then head -1 "$dir/tls"; fi; }
 tls_client_auth() { [[ -f "$dir/tls" ]] && sed -n 2p "$dir/tls" | grep -qx 1; }
 scheme() { [[ -n "$(tls_dir)" ]] && echo https || echo http; }
 
