@@ -356,7 +356,7 @@ TEST(EtcdFault, TlsClientsTakeTurnsWithRisingTokens) {
 
 // A member that asks clients for a certificate (--client-cert-auth): a
 // client with one signed by the CA locks; one without it, one that checks
-// the member against another CA (or the system's roots), and a plain-text
+// the member against another CA (or gRPC's default roots), and a plain-text
 // etcd:// client are each refused with `unavailable` within op_timeout, the
 // TLS ones saying so; so is an etcds:// client of a plain-text member.
 TEST(EtcdFault, TlsMisconfiguredClientsFailWithinTheirTimeout) {
@@ -381,7 +381,7 @@ TEST(EtcdFault, TlsMisconfiguredClientsFailWithinTheirTimeout) {
 
   refused(base + "&ca=" + ca + "/ca.pem", "TLS handshake failed", "no client certificate");
   refused(base + "&ca=" + other_ca + "/ca.pem" + client_cert, "TLS handshake failed", "another CA");
-  refused(base + client_cert, "TLS handshake failed", "the system's roots, which lack the test's CA");
+  refused(base + client_cert, "TLS handshake failed", "gRPC's default roots, which lack the test's CA");
   refused("etcd://" + etcd.endpoints() + "/tls", "cannot be reached", "plain text to a TLS member");
 
   TempDir plain_dir;

@@ -30,7 +30,7 @@ Status to_status(const grpc::Status& status, std::string_view step, bool tls) {
     case grpc::StatusCode::UNAVAILABLE:
       if (tls && handshake_failed(said))
         return Status(errc::unavailable, what + "the TLS handshake failed: the member's certificate did not verify "
-                                                "against the CA (ca=, or the system's roots) (" + said + ")");
+                                                "against the CA (ca=, or gRPC's default roots) (" + said + ")");
       // A member that wants a client certificate, or does not speak TLS,
       // just closes the connection: gRPC says no more than that.
       if (tls && said.find("Connection refused") == std::string::npos)

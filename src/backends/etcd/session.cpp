@@ -34,7 +34,7 @@ grpc::ChannelArguments channel_arguments(const Config& config) {
   return args;
 }
 
-// etcds://: TLS, checked against the URL's CA (the system's roots without
+// etcds://: TLS, checked against the URL's CA (gRPC's default roots without
 // one), with the client's certificate if it gave one.
 std::shared_ptr<grpc::ChannelCredentials> credentials(const Config& config) {
   if (!config.tls) return grpc::InsecureChannelCredentials();
