@@ -249,6 +249,8 @@ TEST(EtcdFault, PartitionedHolderIsToldLostBeforeAnotherAcquires) {
   const auto ms = [&](steady::time_point t) { return std::chrono::duration_cast<std::chrono::milliseconds>(t - cut).count(); };
   std::printf("cut off at 0 ms: holder told lost at %lld ms, the other client acquired at %lld ms\n",
               static_cast<long long>(ms(lost_at)), static_cast<long long>(ms(acquired_at)));
+  RecordProperty("holder_told_lost_ms", std::to_string(ms(lost_at)));
+  RecordProperty("other_acquired_ms", std::to_string(ms(acquired_at)));
   EXPECT_LT(lost_at, acquired_at) << "another client acquired before the holder was told";
   EXPECT_GT(other_token, token);
   EXPECT_TRUE(other_wrote);
