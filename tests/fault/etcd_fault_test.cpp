@@ -312,16 +312,31 @@ std::string make_ca(const std::string& dir) {
   return dir;
 }
 
-// etcds:// to a member that serves TLS with the test's CA: two clients take
-// turns on one lock, every grant's fenced write accepted and the tokens
-// rising, as over plain text.
-TEST(EtcdFault, TlsClientsTakeTurnsWithRisingTokens) {
+// etcds:// to a member that serves TLS with the test's CA and has
+// authentication on: two clients of a user take turns on one lock, every
+// grant's fenced write accepted and the tokens rising, as over plain text;
+// a wrong password over TLS is refused without showing it.
+TEST(EtcdFault, TlsAuthenticatedClientsTakeTurnsWithRisingTokens) {
   TempDir dir;
   const std::string ca = make_ca(dir.path() + "/ca");
   Etcd etcd(dir, 1, "ETCD_TLS=" + ca);
   ASSERT_TRUE(etcd.ok());
   ASSERT_TRUE(etcd.url().starts_with("etcds://")) << etcd.url();
-  const std::string url = etcd.url() + "/tls?ttl=5s&ca=" + ca + "/ca.pem";
+  const std::string ctl = "etcdctl --endpoints " + etcd.endpoints() + " --cacert " + ca + "/ca.pem ";
+  const std::string as_root = ctl + "--user root:Root5ecret ";
+  ASSERT_EQ(run(ctl + "user add root:Root5ecret >/dev/null && " + ctl + "user grant-role root root >/dev/null && " +
+                ctl + "auth enable >/dev/null && " + as_root + "user add bob:B0bSecret99 >/dev/null && " + as_root +
+                "role add locks >/dev/null && " + as_root +
+                "role grant-permission locks --prefix=true readwrite tls >/dev/null && " + as_root +
+                "user grant-role bob locks >/dev/null"),
+            0);
+  const std::string base = "etcds://bob:%s@" + etcd.endpoints() + "/tls?ttl=5s&ca=" + ca + "/ca.pem";
+  const auto with_password = [&](const std::string& password) {
+    return std::string(base).replace(base.find("%s"), 2, password);
+  };
+  expect_refused_within([&] { (void)connect(with_password("Wr0ngSecret77"), {.op_timeout = 2s}); },
+                        errc::invalid_argument, scaled(3s), "bob", "Wr0ngSecret77", "a wrong password over TLS");
+  const std::string url = with_password("B0bSecret99");
   FencedResource fenced(dir.path() + "/resource", true);
   auto a = connect(url, {.op_timeout = 2s});
   auto b = connect(url, {.op_timeout = 2s});
