@@ -82,6 +82,18 @@ class Etcd {
   bool ok_ = false;
 };
 
+// Turns authentication on: the user root (password Root5ecret), and `user`
+// ("name:password") with a role that may read and write the keys under
+// `prefix`. `ctl`: etcdctl and the flags that reach the cluster.
+bool enable_auth(const std::string& ctl, const std::string& user, const std::string& prefix) {
+  const std::string as_root = ctl + " --user root:Root5ecret ";
+  const std::string name = user.substr(0, user.find(':'));
+  return run(ctl + " user add root:Root5ecret >/dev/null && " + ctl + " user grant-role root root >/dev/null && " +
+             ctl + " auth enable >/dev/null && " + as_root + "user add " + user + " >/dev/null && " + as_root +
+             "role add locks >/dev/null && " + as_root + "role grant-permission locks --prefix=true readwrite " +
+             prefix + " >/dev/null && " + as_root + "user grant-role " + name + " locks >/dev/null") == 0;
+}
+
 TEST(EtcdFault, KilledHolderFreesItsLockWithinTheLeaseTtl) {
   TempDir dir;
   Etcd etcd(dir, 1);
@@ -119,14 +131,7 @@ TEST(EtcdFault, AuthenticatedClientsLockAndBadCredentialsAreRefusedWithoutEcho) 
   ::unsetenv("ETCD_EXTRA_ARGS");
   ASSERT_TRUE(etcd.ok());
   const std::string endpoints = etcd.url().substr(std::string("etcd://").size());
-  const std::string ctl = "etcdctl --endpoints " + endpoints + " ";
-  const std::string as_root = ctl + "--user root:Root5ecret ";
-  ASSERT_EQ(run(ctl + "user add root:Root5ecret >/dev/null && " + ctl + "user grant-role root root >/dev/null && " +
-                ctl + "auth enable >/dev/null && " + as_root + "user add alice:Al1ceSecret >/dev/null && " +
-                as_root + "role add locks >/dev/null && " + as_root +
-                "role grant-permission locks --prefix=true readwrite app >/dev/null && " + as_root +
-                "user grant-role alice locks >/dev/null"),
-            0);
+  ASSERT_TRUE(enable_auth("etcdctl --endpoints " + endpoints, "alice:Al1ceSecret", "app"));
 
   auto alice = connect("etcd://alice:Al1ceSecret@" + endpoints + "/app?ttl=5s", {.op_timeout = 2s});
   auto m = alice->mutex("jobs");
@@ -322,14 +327,8 @@ TEST(EtcdFault, TlsAuthenticatedClientsTakeTurnsWithRisingTokens) {
   Etcd etcd(dir, 1, "ETCD_TLS=" + ca);
   ASSERT_TRUE(etcd.ok());
   ASSERT_TRUE(etcd.url().starts_with("etcds://")) << etcd.url();
-  const std::string ctl = "etcdctl --endpoints " + etcd.endpoints() + " --cacert " + ca + "/ca.pem ";
-  const std::string as_root = ctl + "--user root:Root5ecret ";
-  ASSERT_EQ(run(ctl + "user add root:Root5ecret >/dev/null && " + ctl + "user grant-role root root >/dev/null && " +
-                ctl + "auth enable >/dev/null && " + as_root + "user add bob:B0bSecret99 >/dev/null && " + as_root +
-                "role add locks >/dev/null && " + as_root +
-                "role grant-permission locks --prefix=true readwrite tls >/dev/null && " + as_root +
-                "user grant-role bob locks >/dev/null"),
-            0);
+  ASSERT_TRUE(enable_auth("etcdctl --endpoints " + etcd.endpoints() + " --cacert " + ca + "/ca.pem", "bob:B0bSecret99",
+                          "tls"));
   const std::string base = "etcds://bob:%s@" + etcd.endpoints() + "/tls?ttl=5s&ca=" + ca + "/ca.pem";
   const auto with_password = [&](const std::string& password) {
     return std::string(base).replace(base.find("%s"), 2, password);
