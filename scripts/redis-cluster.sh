@@ -17,7 +17,8 @@
 #   scripts/redis-cluster.sh restart-node DIR PORT
 #                                               starts the node of PORT again (after a crash) on its
 #                                               ports and cluster config, without data: it rejoins,
-#                                               as a replica if its slots were failed over meanwhile
+#                                               as a replica if its slots were failed over meanwhile;
+#                                               waits until every node says cluster_state:ok
 #   scripts/redis-cluster.sh migrate DIR SLOT PORT
 #                                               moves SLOT to master PORT the way redis-cli --cluster
 #                                               reshard does: SETSLOT IMPORTING on the target,
@@ -197,6 +198,13 @@ case "$cmd" in
     [[ -n "$bus" ]] || { echo "redis-cluster.sh: no bus port for $port in its nodes.conf" >&2; exit 1; }
     stop_pid_files "$dir/node-$port.pid"
     start_node "$port" "$bus"
+    # Until every node, the restarted one too, says the cluster is ok again.
+    for _ in $(seq 1 $((limit * 20))); do
+      if settled; then exit 0; fi
+      sleep 0.05
+    done
+    echo "redis-cluster.sh: the cluster did not settle within ${limit}s after restarting $port (logs in $dir)" >&2
+    exit 1
     ;;
   migrate)
     load_env

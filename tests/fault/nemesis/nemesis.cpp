@@ -314,10 +314,18 @@ class Run {
     end_ = steady::now() + options_.run;
     workers_.resize(static_cast<std::size_t>(options_.workers));
     for (std::size_t i = 0; i < workers_.size(); ++i) start_worker(i);
+    // Each kind once in a random order, then again in another: a short
+    // schedule of many kinds still has most of them.
+    std::vector<Fault> bag;
     while (!options_.faults.empty()) {
       if (!sleep_until_before_end(milliseconds(between(200, 700)))) break;
-      if (auto error = inject(options_.faults[static_cast<std::size_t>(between(0, static_cast<int>(options_.faults.size()) - 1))]);
-          !error.empty()) {
+      if (bag.empty()) {
+        bag = options_.faults;
+        std::shuffle(bag.begin(), bag.end(), rng_);
+      }
+      const Fault next = bag.back();
+      bag.pop_back();
+      if (auto error = inject(next); !error.empty()) {
         report.error = error;
         break;
       }

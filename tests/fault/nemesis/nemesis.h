@@ -5,7 +5,8 @@
 // worker processes (dlock_test_worker nemesis: lock → fenced writes →
 // unlock, in a loop, each step appended to one history). Meanwhile the
 // nemesis injects one fault at a time, chosen and timed by a seeded random
-// schedule, on the current holder where there is one:
+// schedule (each kind once in a random order, then again), on the current
+// holder where there is one:
 //   pause-client    SIGSTOP past the lease, then SIGCONT
 //   kill-client     SIGKILL, and a fresh worker in its place
 //   pause-server    SIGSTOP the store for up to the lease + 1 s, then SIGCONT
