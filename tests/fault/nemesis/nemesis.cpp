@@ -142,7 +142,8 @@ class Store {
     if (backend.name == "etcd") url_ += "/nemesis?ttl=" + ttl;
     if (backend.name == "zookeeper") url_ += "/nemesis?session_timeout=" + ttl;
     url_ += backend.url_options;
-    if (topology() == "cluster") slot_ = output("redis-cli -h 127.0.0.1 -p " + std::to_string(port()) + " CLUSTER KEYSLOT nemesis");
+    if (topology() == "cluster")
+      slot_ = output("redis-cli -h 127.0.0.1 -p " + std::to_string(port()) + " CLUSTER KEYSLOT nemesis");
   }
   ~Store() {
     if (started_) {

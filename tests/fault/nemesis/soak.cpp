@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
     std::printf("%-16s %10s %5s %6s %6s %7s %6s %6s %6s %6s %6s %6s %5s %5s %9s %5s\n", "backend", "seed", "min",
                 "ops", "holds", "writes", "p-cli", "k-cli", "p-srv", "r-srv", "part", "fail", "viol", "dbl", "unavail",
                 "lost");
-  std::printf("%-16s %10llu %5.1f %6llu %6llu %7llu %6s %6s %6s %6s %6s %6s %5zu %5llu %7.2fs %5llu%s\n", backend.c_str(),
+  std::printf("%-16s %10llu %5.1f %6llu %6llu %7llu %6s %6s %6s %6s %6s %6s %5zu %5llu %7.2fs %5llu%s\n",
+              backend.c_str(),
               static_cast<unsigned long long>(seed), minutes, static_cast<unsigned long long>(c.acquires),
               static_cast<unsigned long long>(c.acquired), static_cast<unsigned long long>(c.writes_accepted),
               fault(Fault::pause_client).c_str(), fault(Fault::kill_client).c_str(), fault(Fault::pause_server).c_str(),
