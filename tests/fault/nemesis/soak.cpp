@@ -1,7 +1,7 @@
 // dlock_nemesis_soak — long random schedules of every fault a backend
 // claims (tests/fault/soak.sh runs it per backend and prints the table).
 //
-//   dlock_nemesis_soak --backend NAME|URL [--minutes N] [--seed S] [--all-faults] [--header]
+//   dlock_nemesis_soak --backend NAME|URL [--minutes N] [--seed S] [--all-faults] [--header] [--history FILE]
 //
 // NAME is a backend of nemesis_backends() (file, sqlite, redis, redis_aof,
 // redis_sentinel, redis_cluster, redlock, zookeeper, etcd, postgres,
@@ -14,11 +14,12 @@
 // may make by design (NemesisBackend::double_grant), longest
 // unavailability, lost locks reported; then each violation. Exit 1 if there was one.
 // --all-faults adds the faults the backend is known to fail under
-// (NemesisBackend::failing).
+// (NemesisBackend::failing). --history copies the run's history to FILE.
 #include "client_network.h"
 #include "nemesis.h"
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <random>
 #include <string>
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = std::random_device{}();
   bool header = false;
   bool all_faults = false;
+  std::string history;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--backend" && i + 1 < argc) backend = backend_name(argv[++i]);
@@ -51,8 +53,10 @@ int main(int argc, char** argv) {
     else if (a == "--seed" && i + 1 < argc) seed = std::stoull(argv[++i]);
     else if (a == "--header") header = true;
     else if (a == "--all-faults") all_faults = true;
+    else if (a == "--history" && i + 1 < argc) history = argv[++i];
     else {
-      std::cerr << "usage: dlock_nemesis_soak --backend NAME|URL [--minutes N] [--seed S] [--all-faults] [--header]\n";
+      std::cerr << "usage: dlock_nemesis_soak --backend NAME|URL [--minutes N] [--seed S] [--all-faults] [--header]"
+                   " [--history FILE]\n";
       return 64;
     }
   }
@@ -74,6 +78,7 @@ int main(int argc, char** argv) {
     std::cerr << "dlock_nemesis_soak: " << backend << ": " << report.error << "\n";
     return 2;
   }
+  if (!history.empty()) std::ofstream(history) << report.history;
   const auto& c = report.check;
   auto fault = [&](Fault f) {
     auto it = c.faults.find(to_string(f));
