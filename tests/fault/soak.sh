@@ -28,7 +28,7 @@ while (($#)); do
     --seed) seed="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
     --all-faults) extra+=(--all-faults); shift ;;
-    *) sed -n '2,16p' "$0" >&2; exit 64 ;;
+    *) sed -n '2,15p' "$0" >&2; exit 64 ;;
   esac
 done
 soak="$build/tests/fault/nemesis/dlock_nemesis_soak"
