@@ -177,11 +177,13 @@ CheckResult check_history(const std::vector<Event>& history, const CheckOptions&
         accepted.push_back({e.seq, e.t_us, it->second});
       } else {
         ++result.writes_rejected;
-        if (h.lost > e.t_us && !outages.any(e.process, h.acquired, e.t_us) && may_double_grant(e.t_us))
-          ++result.double_grants;
-        else if (h.lost > e.t_us && !outages.any(e.process, h.acquired, e.t_us))
-          violation("the resource refused a write of " + describe(h) +
-                    ", which was never told its lock was lost (another held it)");
+        if (h.lost > e.t_us && !outages.any(e.process, h.acquired, e.t_us)) {
+          if (may_double_grant(e.t_us))
+            ++result.double_grants;
+          else
+            violation("the resource refused a write of " + describe(h) +
+                      ", which was never told its lock was lost (another held it)");
+        }
       }
     } else if (e.op == "lost") {
       ++result.lost;
