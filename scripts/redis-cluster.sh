@@ -14,6 +14,11 @@
 #   scripts/redis-cluster.sh failover DIR PORT  CLUSTER FAILOVER on a replica of master PORT; waits
 #                                               until the replica is master and every node agrees,
 #                                               and prints its port
+#   scripts/redis-cluster.sh restart-node DIR PORT
+#                                               starts the node of PORT again (after a crash) on its
+#                                               ports and cluster config, without data: it rejoins,
+#                                               as a replica if its slots were failed over meanwhile;
+#                                               waits until every node says cluster_state:ok
 #   scripts/redis-cluster.sh migrate DIR SLOT PORT
 #                                               moves SLOT to master PORT the way redis-cli --cluster
 #                                               reshard does: SETSLOT IMPORTING on the target,
@@ -29,7 +34,7 @@ set -euo pipefail
 
 cmd="${1:-}"
 dir="${2:-}"
-[[ -n "$cmd" && -n "$dir" ]] || { echo "usage: $0 start|stop|master-of|failover|migrate DIR [ARGS]" >&2; exit 64; }
+[[ -n "$cmd" && -n "$dir" ]] || { echo "usage: $0 start|stop|master-of|failover|restart-node|migrate DIR [ARGS]" >&2; exit 64; }
 
 source "$(dirname "$0")/ports.sh"
 
@@ -184,6 +189,23 @@ case "$cmd" in
     echo "redis-cluster.sh: no failover from $old to $replica within ${limit}s (logs in $dir)" >&2
     exit 1
     ;;
+  restart-node)
+    load_env
+    port="${3:-}"
+    [[ "$port" =~ ^[0-9]+$ && -f "$dir/node-$port/nodes.conf" ]] || { echo "usage: $0 restart-node DIR PORT (a node of DIR)" >&2; exit 64; }
+    # Its bus port, from its own line of its cluster config.
+    bus="$(sed -n "s/^[0-9a-f]* 127\.0\.0\.1:$port@\([0-9]*\).*myself.*/\1/p" "$dir/node-$port/nodes.conf")"
+    [[ -n "$bus" ]] || { echo "redis-cluster.sh: no bus port for $port in its nodes.conf" >&2; exit 1; }
+    stop_pid_files "$dir/node-$port.pid"
+    start_node "$port" "$bus"
+    # Until every node, the restarted one too, says the cluster is ok again.
+    for _ in $(seq 1 $((limit * 20))); do
+      if settled; then exit 0; fi
+      sleep 0.05
+    done
+    echo "redis-cluster.sh: the cluster did not settle within ${limit}s after restarting $port (logs in $dir)" >&2
+    exit 1
+    ;;
   migrate)
     load_env
     slot="${3:-}"
@@ -208,7 +230,7 @@ case "$cmd" in
     echo "$from"
     ;;
   *)
-    echo "usage: $0 start|stop|master-of|failover|migrate DIR [ARGS]" >&2
+    echo "usage: $0 start|stop|master-of|failover|restart-node|migrate DIR [ARGS]" >&2
     exit 64
     ;;
 esac

@@ -45,7 +45,8 @@ test_jobs=$((jobs + 2))
 
 ./scripts/install-deps.sh
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step says when it started, so a slow stage shows in the log.
+step() { printf '\n== %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 step "dev build: every test"
 cmake --preset dev >/dev/null

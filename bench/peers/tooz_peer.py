@@ -69,6 +69,29 @@ from peer_common import gather, loop_fields
 MARGIN_S = 15.0
 
 
+def adapt_etcd3_waits():
+    """Debian's python3-etcd3 0.12 gives tenacity a wait callback of the old form,
+    wait(previous_attempt_number, delay_since_first_attempt); tenacity 8 calls
+    wait(retry_state), so every contended acquire failed with a TypeError. This
+    hands etcd3's lock module a tenacity whose retry() turns such a callback into
+    the new form, as tenacity itself did before version 8 (nothing else changes:
+    the lock still waits in watch_once and retries its transaction)."""
+    import inspect
+    import types
+    import etcd3.locks
+
+    def retry(*args, **kwargs):
+        wait = kwargs.get("wait")
+        if wait is not None and len(inspect.signature(wait).parameters) == 2:
+            kwargs["wait"] = lambda state: wait(state.attempt_number, state.seconds_since_start)
+        return tenacity.retry(*args, **kwargs)
+
+    shim = types.ModuleType("tenacity")
+    shim.__dict__.update(tenacity.__dict__)
+    shim.retry = retry
+    etcd3.locks.tenacity = shim
+
+
 def process_main(cfg, index, shared, out):
     """One forked worker: one coordinator, cfg.threads threads on the lock; one result on `out`."""
     signal.alarm(int(cfg.seconds * 2 + 2 * MARGIN_S))
@@ -181,6 +204,7 @@ def main():
         scheme, sep, rest = cfg.url.partition("://")
         if sep and scheme in ("etcd", "etcd3"):
             cfg.url, cfg.variant, cfg.server_waits = "etcd3://" + rest.split("/")[0].split("?")[0].split(",")[0], "etcd3", False
+            adapt_etcd3_waits()
             run(cfg)
             return
         if sep and scheme == "mysql":

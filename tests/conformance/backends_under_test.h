@@ -166,7 +166,6 @@ inline std::vector<BackendUnderTest> backends_under_test() {
                  },
                  true, true, true});
   all.back().reports_remaining = false;
-  all.back().async = false;  // as postgres_session
 #endif
 #ifdef DLOCK_WITH_ETCD
   // A prefix of its own per test, and a short lease (etcd's minimum is

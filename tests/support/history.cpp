@@ -65,6 +65,7 @@ struct Hold {
   us acquired = 0;
   us released = never;  // its release's invoke
   us lost = never;      // when it was told lost
+  bool lost_on_release = false;  // its release said lock_lost
 };
 
 // Windows in which the nemesis had a process stopped or dead.
@@ -112,10 +113,26 @@ CheckResult check_history(const std::vector<Event>& history, const CheckOptions&
   for (auto [process, since] : stopped_since)
     if (auto& w = outages.by_process[process]; w.empty() || w.back().first != since) w.push_back({since, never});
 
+  // The windows in which the store may grant twice by design: a fault of
+  // double_grant_faults, and the grace after it.
+  Outages double_grant_windows;  // (one "process": 0)
+  std::map<std::string, us> fault_since;
+  for (const auto& e : history) {
+    if (e.op != "nemesis" || std::find(options.double_grant_faults.begin(), options.double_grant_faults.end(),
+                                       e.detail) == options.double_grant_faults.end())
+      continue;
+    if (e.type == "start") fault_since[e.detail] = e.t_us;
+    if (e.type == "stop" && fault_since.contains(e.detail))
+      double_grant_windows.by_process[0].push_back(
+          {fault_since[e.detail], e.t_us + options.double_grant_grace.count() * 1000});
+  }
+  auto may_double_grant = [&](us t) { return double_grant_windows.any(0, t, t); };
+
   // Holds, and the writes each made.
   std::vector<Hold> holds;
   std::map<std::int64_t, std::size_t> current;  // process → index in holds
   std::map<std::int64_t, us> invoked;           // process → its pending call's invoke
+  std::map<std::int64_t, std::size_t> releasing;  // process → the hold its pending release ends
   struct Write {
     std::uint64_t seq;
     us t;
@@ -160,24 +177,33 @@ CheckResult check_history(const std::vector<Event>& history, const CheckOptions&
         accepted.push_back({e.seq, e.t_us, it->second});
       } else {
         ++result.writes_rejected;
-        if (h.lost > e.t_us && !outages.any(e.process, h.acquired, e.t_us))
-          violation("the resource refused a write of " + describe(h) +
-                    ", which was never told its lock was lost (another held it)");
+        if (h.lost > e.t_us && !outages.any(e.process, h.acquired, e.t_us)) {
+          if (may_double_grant(e.t_us))
+            ++result.double_grants;
+          else
+            violation("the resource refused a write of " + describe(h) +
+                      ", which was never told its lock was lost (another held it)");
+        }
       }
     } else if (e.op == "lost") {
       ++result.lost;
       if (auto it = current.find(e.process); it != current.end())
         holds[it->second].lost = std::min(holds[it->second].lost, e.t_us);
+      else if (auto r = releasing.find(e.process); r != releasing.end())
+        holds[r->second].lost_on_release = true;
     } else if (e.op == "release") {
       if (e.type == "invoke") {
         if (auto it = current.find(e.process); it != current.end()) {
           holds[it->second].released = e.t_us;
+          releasing[e.process] = it->second;
           current.erase(it);
         }
         invoked[e.process] = e.t_us;
         continue;
       }
       if (e.type == "fail") ++result.release_failed;
+      if (auto r = releasing.find(e.process); r != releasing.end() && e.detail == "lock_lost")
+        holds[r->second].lost_on_release = true;
       check_bound(e, options.release_bound, "a release");
     } else if (e.op == "final") {
       if (e.type == "invoke") {
@@ -208,7 +234,13 @@ CheckResult check_history(const std::vector<Event>& history, const CheckOptions&
       violation("tokens: " + describe(b) + " wrote after " + describe(a) + ": its token is not greater");
     const us overtaken = accepted[i].t;
     const bool let_go = a.released <= overtaken || a.lost <= overtaken + options.lost_slack.count() * 1000;
-    if (!let_go && !closed[to] && !outages.any(a.process, a.acquired, overtaken))
+    const bool excused = outages.any(a.process, a.acquired, overtaken);
+    if (!let_go && !closed[to] && !excused && may_double_grant(overtaken)) {
+      ++result.double_grants;
+      if (a.lost == never && !a.lost_on_release && !outages.any(a.process, a.acquired, never))
+        violation("lost: " + describe(b) + " wrote while " + describe(a) +
+                  " still held the lock (a double grant of the topology), and that holder was never told lost");
+    } else if (!let_go && !closed[to] && !excused)
       violation("lost: " + describe(b) + " wrote while " + describe(a) + " still believed it held the lock (" +
                 (a.lost == never ? std::string("never told lost") : "told lost " + ms(a.lost - overtaken) + " later") +
                 ")");

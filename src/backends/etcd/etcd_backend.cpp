@@ -545,11 +545,24 @@ class EtcdBackend final : public Backend, public LockDriver {
       return grant(request, &c, q, c.revision, lease, sent, deadline, step);
     c.deleted = std::make_shared<Signal>();
     c.deleted->call_back([s = c.signal] { s->notify(); });
-    auto id = q.room == 1 ? session_.watch(before.kvs(0).key(), "", r->header().revision() + 1, true, c.deleted)
-                          : session_.watch(q.blockers, range_end(q.blockers), r->header().revision() + 1, true,
-                                           c.deleted);
-    if (!id) return id.status();
-    c.watch_id = *id;
+    if (q.room > 1) {
+      auto id = session_.watch(q.blockers, range_end(q.blockers), r->header().revision() + 1, true, c.deleted);
+      if (!id) return id.status();
+      c.watch_id = *id;
+      return Attempt(Busy{});
+    }
+    // One key: watched from now (a handoff is not held up by the member's
+    // catch-up of past revisions). If anything was written since our read,
+    // the key may have gone in between: one more look at it settles that.
+    const auto& blocker = before.kvs(0);
+    auto w = session_.watch_from_now(blocker.key(), true, c.deleted, deadline);
+    if (!w) return w.status();
+    c.watch_id = w->id;
+    if (w->revision > r->header().revision()) {
+      auto now = session_.range(one_key(blocker.key()), deadline, step);
+      if (!now) return now.status();
+      if (now->kvs_size() == 0 || now->kvs(0).create_revision() != blocker.create_revision()) c.deleted->notify();
+    }
     return Attempt(Busy{});
   }
 

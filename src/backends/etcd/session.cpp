@@ -3,6 +3,7 @@
 #include "backends/etcd/errors.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 namespace dlock::detail::etcd {
@@ -399,6 +400,29 @@ void Session::keep_alive() {
 
 Result<std::int64_t> Session::watch(const std::string& key, const std::string& range_end,
                                     std::int64_t from_revision, bool deletions_only, std::shared_ptr<Signal> signal) {
+  return open_watch(key, range_end, from_revision, deletions_only, std::move(signal), nullptr);
+}
+
+Result<Session::Watching> Session::watch_from_now(const std::string& key, bool deletions_only,
+                                                  std::shared_ptr<Signal> signal, steady::time_point deadline) {
+  auto created = std::make_shared<std::promise<std::int64_t>>();
+  auto made = created->get_future();
+  auto id = open_watch(key, "", 0, deletions_only, std::move(signal), created);
+  if (!id) return id.status();
+  Watching w{*id, std::numeric_limits<std::int64_t>::max()};
+  if (made.wait_until(deadline) == std::future_status::ready) {
+    w.revision = made.get();
+  } else {
+    std::lock_guard lk(watch_mu_);
+    creations_.erase(*id);
+  }
+  return w;
+}
+
+Result<std::int64_t> Session::open_watch(const std::string& key, const std::string& range_end,
+                                         std::int64_t from_revision, bool deletions_only,
+                                         std::shared_ptr<Signal> signal,
+                                         std::shared_ptr<std::promise<std::int64_t>> created) {
   std::lock_guard lk(watch_mu_);
   if (!watch_stream_) {
     // Readers of streams that ended are joined when the session goes.
@@ -416,8 +440,10 @@ Result<std::int64_t> Session::watch(const std::string& key, const std::string& r
   if (deletions_only) create->add_filters(pb::WatchCreateRequest::NOPUT);
   create->set_watch_id(id);
   watchers_[id] = std::move(signal);
+  if (created) creations_[id] = std::move(created);
   if (!watch_stream_->Write(request)) {
     watchers_.erase(id);
+    creations_.erase(id);
     watch_context_->TryCancel();  // its reader wakes the other watchers
     return Status(errc::unavailable, "etcd: watching '" + key + "': the watch stream broke");
   }
@@ -437,6 +463,17 @@ void Session::read_watches(std::shared_ptr<grpc::ClientContext> context,
   pb::WatchResponse response;
   while (stream->Read(&response)) {
     std::shared_ptr<Signal> fire;
+    std::shared_ptr<std::promise<std::int64_t>> created;
+    {
+      std::lock_guard lk(watch_mu_);
+      if (response.created()) {
+        if (auto c = creations_.find(response.watch_id()); c != creations_.end()) {
+          created = std::move(c->second);
+          creations_.erase(c);
+        }
+      }
+    }
+    if (created) created->set_value(response.header().revision());
     {
       std::lock_guard lk(watch_mu_);
       auto it = watchers_.find(response.watch_id());
@@ -462,6 +499,9 @@ void Session::read_watches(std::shared_ptr<grpc::ClientContext> context,
     if (watch_stream_ == stream) {
       for (auto& [id, signal] : watchers_) orphans.push_back(std::move(signal));
       watchers_.clear();
+      // Watches never made: their makers learn the revision is unknown.
+      for (auto& [id, created] : creations_) created->set_value(std::numeric_limits<std::int64_t>::max());
+      creations_.clear();
       watch_stream_.reset();
       watch_context_.reset();
     }

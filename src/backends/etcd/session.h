@@ -25,6 +25,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -95,6 +96,18 @@ class Session {
   // first notification. The id is for unwatch().
   Result<std::int64_t> watch(const std::string& key, const std::string& range_end, std::int64_t from_revision,
                              bool deletions_only, std::shared_ptr<Signal> signal);
+  // The same from the member's current revision, once the member has made
+  // the watch: its id, and the revision after which it reports (max() if
+  // the stream broke or `deadline` passed first: unknown). A watch from a
+  // past revision waits for the member's catch-up loop (up to 100 ms);
+  // one from now does not, and a caller who read the key at revision R
+  // checks the key again only if that revision is past R.
+  struct Watching {
+    std::int64_t id = 0;
+    std::int64_t revision = 0;
+  };
+  Result<Watching> watch_from_now(const std::string& key, bool deletions_only, std::shared_ptr<Signal> signal,
+                                  steady::time_point deadline);
   void unwatch(std::int64_t watch_id);
 
   // Signals notified whenever the lease is lost (waiters look again).
@@ -114,6 +127,9 @@ class Session {
   void read_watches(std::shared_ptr<grpc::ClientContext> context,
                     std::shared_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream);
   void drop_watches();
+  Result<std::int64_t> open_watch(const std::string& key, const std::string& range_end, std::int64_t from_revision,
+                                  bool deletions_only, std::shared_ptr<Signal> signal,
+                                  std::shared_ptr<std::promise<std::int64_t>> created);
 
   Config config_;
   Events& events_;
@@ -140,6 +156,7 @@ class Session {
   std::shared_ptr<grpc::ClientContext> watch_context_;
   std::shared_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> watch_stream_;
   std::map<std::int64_t, std::shared_ptr<Signal>> watchers_;
+  std::map<std::int64_t, std::shared_ptr<std::promise<std::int64_t>>> creations_;  // watch_from_now's
   std::int64_t next_watch_id_ = 1;
   std::vector<std::thread> watch_readers_;  // joined at close; at most one runs
 };

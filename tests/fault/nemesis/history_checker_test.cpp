@@ -206,5 +206,65 @@ TEST(HistoryFile, EventsWrittenByOneWriterReadBackInOrder) {
   EXPECT_EQ(format_event(events[1]), "42 202 write fail 7 9 -");
 }
 
+// A double grant made by a failover: B is granted (token 2) on the new
+// master while A (token 1) still holds on the old one; the fence refuses A's
+// next write. `told` ends A's hold: "lost" (told), "release-lost" (its
+// release said lock_lost) or "none" (never told).
+Build double_grant(std::int64_t b_at, const std::string& told) {
+  Build b;
+  b.add(0, A, "acquire", "invoke").add(0, A, "acquire", "ok", 1).add(1, A, "write", "ok", 1, 1);
+  b.add(5, 0, "nemesis", "start", 0, 0, "failover").add(10, 0, "nemesis", "stop", 0, 0, "failover");
+  b.add(b_at, B, "acquire", "invoke").add(b_at, B, "acquire", "ok", 2).add(b_at + 1, B, "write", "ok", 2, 2);
+  b.add(b_at + 2, A, "write", "fail", 1);
+  if (told == "lost") b.add(b_at + 3, A, "lost", "info", 1);
+  b.add(b_at + 4, A, "release", "invoke", 1);
+  b.add(b_at + 5, A, "release", told == "release-lost" ? "fail" : "ok", 1, 0,
+        told == "release-lost" ? "lock_lost" : "-");
+  b.add(b_at + 6, B, "release", "invoke", 2).add(b_at + 7, B, "release", "ok", 2);
+  return b.final_ok(b_at + 10);
+}
+
+CheckOptions failover_may_double_grant(std::chrono::milliseconds grace) {
+  CheckOptions o = bounds;
+  o.double_grant_faults = {"failover"};
+  o.double_grant_grace = grace;
+  return o;
+}
+
+TEST(HistoryChecker, ADoubleGrantIsAViolationWhereTheTopologyClaimsNone) {
+  const auto vs = violations(double_grant(11, "lost"));
+  EXPECT_TRUE(has(vs, "lost:"));
+  EXPECT_TRUE(has(vs, "the resource refused"));
+}
+
+TEST(HistoryChecker, ADoubleGrantInAFailoverIsCountedWhenTheOldHolderIsTold) {
+  for (const char* told : {"lost", "release-lost"}) {
+    const auto r = check_history(double_grant(11, told).events, failover_may_double_grant(1000ms));
+    EXPECT_TRUE(r.ok()) << told << ": " << r.violations.front();
+    EXPECT_EQ(r.double_grants, 2u) << told << ": the overtaking and the refused write";
+  }
+}
+
+TEST(HistoryChecker, ADoubleGrantInAFailoverWhoseOldHolderIsNeverToldIsCaught) {
+  EXPECT_TRUE(has(violations(double_grant(11, "none"), failover_may_double_grant(1000ms)), "lost:"));
+}
+
+TEST(HistoryChecker, ADoubleGrantAfterTheFailoverAndItsGraceIsCaught) {
+  const auto vs = violations(double_grant(1500, "lost"), failover_may_double_grant(1000ms));
+  EXPECT_TRUE(has(vs, "lost:"));
+  EXPECT_TRUE(has(vs, "the resource refused"));
+}
+
+TEST(HistoryChecker, AFailoverExcusesNoInterleavedAcceptedWrites) {
+  Build b;
+  b.add(0, A, "acquire", "ok", 1).add(1, A, "write", "ok", 1, 1);
+  b.add(5, 0, "nemesis", "start", 0, 0, "failover").add(10, 0, "nemesis", "stop", 0, 0, "failover");
+  b.add(11, B, "acquire", "ok", 2).add(12, B, "write", "ok", 2, 2);
+  b.add(13, A, "write", "ok", 1, 3).add(14, A, "lost", "info", 1).final_ok(20);
+  const auto vs = violations(b, failover_may_double_grant(1000ms));
+  EXPECT_TRUE(has(vs, "exclusion:"));
+  EXPECT_TRUE(has(vs, "tokens:"));
+}
+
 }  // namespace
 }  // namespace dlock::test
