@@ -16,6 +16,12 @@
 #   scripts/etcd-server.sh leader DIR            prints the index I of the member that leads
 #
 # Environment: ETCD_EXTRA_ARGS adds member arguments (e.g. "--auto-compaction-retention 1").
+# ETCD_TLS=CADIR serves clients over TLS only (https://), with the certificates scripts/test-ca.sh
+# makes in CADIR (made there if missing): --cert-file/--key-file server.pem/.key; DIR/url is then
+# etcds://... (a client adds ?ca=CADIR/ca.pem). ETCD_TLS_CLIENT_AUTH=1 with it adds
+# --trusted-ca-file ca.pem --client-cert-auth: clients need a certificate signed by that CA
+# (client.pem/.key).
+# The members talk to each other in plain text either way.
 #
 # Never assumes a port is free (retries with fresh ports if one was taken meanwhile) and signals
 # only the processes it started: a pid is used only while its command line still names that
@@ -38,16 +44,45 @@ pid_of() {
   echo "$pid"
 }
 
+# The TLS settings of DIR's members (written at start): CADIR and 0/1 for client auth; empty: none.
+tls_dir() { if [[ -f "$dir/tls" ]]; then head -1 "$dir/tls"; fi; }
+tls_client_auth() { [[ -f "$dir/tls" ]] && sed -n 2p "$dir/tls" | grep -qx 1; }
+scheme() { [[ -n "$(tls_dir)" ]] && echo https || echo http; }
+
 # healthy PORT: 0 once the member on PORT reports itself healthy.
-healthy() { timeout 2 curl -fsS "http://127.0.0.1:$1/health" 2>/dev/null | grep -q '"health":"true"'; }
+healthy() {
+  local ca opts=()
+  ca="$(tls_dir)"
+  if [[ -n "$ca" ]]; then
+    opts=(--cacert "$ca/ca.pem")
+    tls_client_auth && opts+=(--cert "$ca/client.pem" --key "$ca/client.key")
+  fi
+  timeout 2 curl -fsS "${opts[@]}" "$(scheme)://127.0.0.1:$1/health" 2>/dev/null | grep -q '"health":"true"'
+}
+
+# etcdctl's flags for DIR's members.
+ctl_tls() {
+  local ca
+  ca="$(tls_dir)"
+  [[ -n "$ca" ]] || return 0
+  echo "--cacert $ca/ca.pem"
+  tls_client_auth && echo "--cert $ca/client.pem --key $ca/client.key"
+  return 0
+}
 
 # launch I CLUSTER STATE: starts member I with the ports in DIR/node<I>/ports.
 launch() {
-  local i="$1" cluster="$2" state="$3" node="$dir/node$1" client peer
+  local i="$1" cluster="$2" state="$3" node="$dir/node$1" client peer ca tls=()
   read -r client peer < "$node/ports"
+  ca="$(tls_dir)"
+  if [[ -n "$ca" ]]; then
+    tls=(--cert-file "$ca/server.pem" --key-file "$ca/server.key")
+    # etcd 3.4 asks every client for a certificate once it has a trusted CA.
+    tls_client_auth && tls+=(--trusted-ca-file "$ca/ca.pem" --client-cert-auth)
+  fi
   # shellcheck disable=SC2086
-  setsid etcd --name "n$i" --data-dir "$node/data" \
-    --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+  setsid etcd --name "n$i" --data-dir "$node/data" "${tls[@]}" \
+    --listen-client-urls "$(scheme)://127.0.0.1:$client" --advertise-client-urls "$(scheme)://127.0.0.1:$client" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
     --initial-cluster "$cluster" --initial-cluster-state "$state" --initial-cluster-token "dlock-$$" \
     --logger zap --log-level warn ${ETCD_EXTRA_ARGS:-} \
@@ -90,6 +125,12 @@ case "$cmd" in
   start)
     count="${3:-1}"
     mkdir -p "$dir"
+    rm -f "$dir/tls"
+    if [[ -n "${ETCD_TLS:-}" ]]; then
+      "$(dirname "$0")/test-ca.sh" "$ETCD_TLS"
+      ETCD_TLS="$(cd "$ETCD_TLS" && pwd)"
+      printf '%s\n%s\n' "$ETCD_TLS" "${ETCD_TLS_CLIENT_AUTH:-0}" > "$dir/tls"
+    fi
     for attempt in 1 2 3 4 5; do
       mapfile -t ports < <(free_ports $((2 * count)))
       cluster="" url="" endpoints=""
@@ -105,7 +146,7 @@ case "$cmd" in
       if wait_healthy $(seq 1 "$count"); then
         echo "$cluster" > "$dir/cluster"
         echo "$endpoints" > "$dir/endpoints"
-        echo "etcd://$endpoints" > "$dir/url"
+        echo "$([[ -n "$(tls_dir)" ]] && echo etcds || echo etcd)://$endpoints" > "$dir/url"
         echo "etcd-server.sh: serving on $endpoints"
         exit 0
       fi
@@ -131,7 +172,8 @@ case "$cmd" in
   leader)
     for i in $(nodes); do
       read -r client peer < "$dir/node$i/ports"
-      if timeout 2 etcdctl --endpoints "127.0.0.1:$client" --command-timeout 1s endpoint status -w json 2>/dev/null |
+      # shellcheck disable=SC2046
+      if timeout 2 etcdctl --endpoints "127.0.0.1:$client" $(ctl_tls) --command-timeout 1s endpoint status -w json 2>/dev/null |
         python3 -c 'import json,sys; s=json.load(sys.stdin)[0]["Status"]; sys.exit(0 if s["leader"]==s["header"]["member_id"] else 1)'; then
         echo "$i"
         exit 0

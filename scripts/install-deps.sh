@@ -23,6 +23,7 @@
 # scripts/etcd-protos.sh unpacks into a cache without installing the Go toolchain), the
 # servers its tests start (scripts/etcd-server.sh, with curl for the readiness check),
 # etcdctl for the interop tests, and python3-etcd3 for bench/etcd.sh's tooz peer.
+# openssl: scripts/test-ca.sh, the throw-away CA and certificates of the TLS tests.
 # iptables and iproute2: the nemesis suite's network partitions (a worker in a network
 # namespace of the test's own, cut off by an iptables DROP on its veth).
 set -euo pipefail
@@ -45,6 +46,7 @@ packages=(
   etcd-server etcd-client curl
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-etcd3
   iptables iproute2
+  openssl
 )
 
 missing=()

@@ -12,6 +12,11 @@
 #   scripts/mariadb-server.sh kill DIR     SIGKILLs the server (its sessions end with it)
 #   scripts/mariadb-server.sh pause DIR    SIGSTOPs the server; resume DIR: SIGCONT
 #
+# Environment: MARIADB_TLS=CADIR serves TLS too, with the certificates scripts/test-ca.sh makes in
+# CADIR (made there if missing): --ssl-cert/--ssl-key server.pem/.key, --ssl-ca ca.pem.
+# MARIADB_TLS_REQUIRED=1 with it adds --require-secure-transport (TCP without TLS is refused; the
+# script's own socket connections are not).
+#
 # Never assumes a port is free; stops only the server it started (by its PID).
 set -euo pipefail
 
@@ -36,9 +41,10 @@ admin() { mariadb --no-defaults -uroot --socket="$(data_dir)/sock" "$@"; }
 
 # start_server PORT: 0 once it answers.
 start_server() {
-  local port="$1" data pid
+  local port="$1" data pid tls=()
   data="$(data_dir)"
-  "$server" --no-defaults --datadir="$data/data" "${as_root[@]}" --bind-address=127.0.0.1 --port="$port" \
+  [[ -f "$dir/tls_args" ]] && mapfile -t tls < "$dir/tls_args"
+  "$server" --no-defaults --datadir="$data/data" "${as_root[@]}" "${tls[@]}" --bind-address=127.0.0.1 --port="$port" \
     --socket="$data/sock" --pid-file="$data/pid" --log-error="$data/err.log" --tmpdir="$data/tmp" --skip-name-resolve \
     --innodb-buffer-pool-size=64M --innodb-flush-log-at-trx-commit=2 --max-connections=500 \
     >/dev/null 2>&1 </dev/null &
@@ -73,6 +79,13 @@ case "$cmd" in
     # Temp files of its own: servers started side by side (tests run in
     # parallel) have been seen to trip over each other's in /tmp.
     mkdir -p "$data/tmp"
+    rm -f "$dir/tls_args"
+    if [[ -n "${MARIADB_TLS:-}" ]]; then
+      "$(dirname "$0")/test-ca.sh" "$MARIADB_TLS"
+      ca_dir="$(cd "$MARIADB_TLS" && pwd)"
+      printf '%s\n' "--ssl-ca=$ca_dir/ca.pem" "--ssl-cert=$ca_dir/server.pem" "--ssl-key=$ca_dir/server.key" > "$dir/tls_args"
+      if [[ "${MARIADB_TLS_REQUIRED:-0}" == 1 ]]; then echo "--require-secure-transport=ON" >> "$dir/tls_args"; fi
+    fi
     mariadb-install-db --no-defaults --datadir="$data/data" --tmpdir="$data/tmp" "${as_root[@]}" \
       --auth-root-authentication-method=normal \
       --skip-test-db >"$data/install.log" 2>&1 ||
@@ -108,7 +121,7 @@ case "$cmd" in
   stop)
     stop_server
     if [[ -f "$dir/datadir" ]]; then rm -rf "$(data_dir)"; rm -f "$dir/datadir"; fi
-    rm -f "$dir/url" "$dir/port"
+    rm -f "$dir/url" "$dir/port" "$dir/tls_args"
     ;;
   *)
     echo "usage: $0 start|stop|restart|kill|pause|resume DIR" >&2

@@ -12,6 +12,11 @@
 #   scripts/postgres-server.sh kill DIR     SIGKILLs the postmaster (its sessions end with it)
 #   scripts/postgres-server.sh pause DIR    SIGSTOPs the server's processes; resume DIR: SIGCONT
 #
+# Environment: POSTGRES_TLS=CADIR serves TLS too (ssl=on), with the certificates scripts/test-ca.sh
+# makes in CADIR (made there if missing): ssl_cert_file/ssl_key_file server.pem/.key, ssl_ca_file
+# ca.pem (client certificates signed by it are checked). POSTGRES_TLS_REQUIRED=1 with it refuses
+# connections over TCP without TLS (pg_hba.conf: hostssl only).
+#
 # fsync=off (tests only: an OS crash is not simulated) but synchronous_commit stays on: a
 # server crash (restart, kill) must not forget committed fencing tokens.
 # PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user (its data
@@ -69,6 +74,20 @@ case "$cmd" in
     if [[ "$(id -u)" == 0 ]]; then chown postgres:postgres "$data"; fi
     as_server "$bin/initdb" -D "$data/data" -U postgres -A trust --no-sync -E UTF8 >"$data/initdb.log" 2>&1 ||
       { echo "postgres-server.sh: initdb failed (see $data/initdb.log)" >&2; exit 1; }
+    if [[ -n "${POSTGRES_TLS:-}" ]]; then
+      "$(dirname "$0")/test-ca.sh" "$POSTGRES_TLS"
+      # The server's own copies: it refuses a key that others (or nobody it runs as) can read.
+      mkdir -p "$data/tls"
+      cp "$POSTGRES_TLS/server.pem" "$POSTGRES_TLS/server.key" "$POSTGRES_TLS/ca.pem" "$data/tls/"
+      chmod 600 "$data/tls/server.key"
+      if [[ "$(id -u)" == 0 ]]; then chown -R postgres:postgres "$data/tls"; fi
+      printf "ssl = on\nssl_cert_file = '%s'\nssl_key_file = '%s'\nssl_ca_file = '%s'\n" \
+        "$data/tls/server.pem" "$data/tls/server.key" "$data/tls/ca.pem" >> "$data/data/postgresql.conf"
+      if [[ "${POSTGRES_TLS_REQUIRED:-0}" == 1 ]]; then
+        sed -i -E 's/^host(\s)/hostssl\1/' "$data/data/pg_hba.conf"
+        echo "hostnossl all all 0.0.0.0/0 reject" >> "$data/data/pg_hba.conf"
+      fi
+    fi
     for attempt in 1 2 3 4 5; do
       port="$(free_port)"
       if start_server "$port"; then

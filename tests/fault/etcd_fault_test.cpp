@@ -1,9 +1,12 @@
 // etcd under faults: a holder killed, a member stopped (SIGSTOP) while a lock
-// is held and while calls are made, and a 3-member cluster whose leader is
-// killed while a lock is held. Each test starts its own etcd
-// (scripts/etcd-server.sh) in a temp dir, because it stops or kills it.
+// is held and while calls are made, a holder cut off from the cluster, a
+// 3-member cluster whose leader is killed while a lock is held, and TLS
+// (etcds://) with a CA the test makes. Each test starts its own etcd
+// (scripts/etcd-server.sh) in a temp dir, because it stops or kills it or
+// serves it with its own certificates.
 #include "child_process.h"
 #include "fenced_resource.h"
+#include "tcp_proxy.h"
 #include "thrown.h"
 
 #include <dlock/dlock.h>
@@ -11,10 +14,12 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace dlock::test {
 namespace {
@@ -25,18 +30,37 @@ using steady = std::chrono::steady_clock;
 int run(const std::string& command) { return std::system(command.c_str()); }
 
 // A throw-away etcd of `members` members, stopped when the test ends.
+// `env`: settings for scripts/etcd-server.sh ("ETCD_TLS=DIR ...").
 class Etcd {
  public:
-  Etcd(const TempDir& dir, int members) : dir_(dir.path() + "/etcd") {
-    ok_ = run(script() + " start " + dir_ + " " + std::to_string(members) + " >/dev/null") == 0;
+  Etcd(const TempDir& dir, int members, const std::string& env = "") : dir_(dir.path() + "/etcd"), members_(members) {
+    ok_ = run(env + " " + script() + " start " + dir_ + " " + std::to_string(members) + " >/dev/null") == 0;
   }
-  ~Etcd() { (void)run(script() + " stop " + dir_ + " >/dev/null 2>&1"); }
+  // SIGKILL first: its data is thrown away, and a SIGTERM'd member takes
+  // over a second to go.
+  ~Etcd() {
+    for (int i = 1; i <= members_; ++i) (void)run(script() + " kill " + dir_ + " " + std::to_string(i) + " >/dev/null 2>&1");
+    (void)run(script() + " stop " + dir_ + " >/dev/null 2>&1");
+  }
   bool ok() const { return ok_; }
   std::string url() const {
     std::ifstream in(dir_ + "/url");
     std::string url;
     in >> url;
     return url;
+  }
+  // "127.0.0.1:PORT[,...]", for a URL of the test's own.
+  std::string endpoints() const {
+    std::ifstream in(dir_ + "/endpoints");
+    std::string endpoints;
+    in >> endpoints;
+    return endpoints;
+  }
+  int client_port(int member = 1) const {
+    std::ifstream in(dir_ + "/node" + std::to_string(member) + "/ports");
+    int client = 0;
+    in >> client;
+    return client;
   }
   bool act(const std::string& what, int member = 1) {
     return run(script() + " " + what + " " + dir_ + " " + std::to_string(member) + " >/dev/null") == 0;
@@ -54,8 +78,21 @@ class Etcd {
  private:
   static std::string script() { return DLOCK_ETCD_SCRIPT; }
   std::string dir_;
+  int members_;
   bool ok_ = false;
 };
+
+// Turns authentication on: the user root (password Root5ecret), and `user`
+// ("name:password") with a role that may read and write the keys under
+// `prefix`. `ctl`: etcdctl and the flags that reach the cluster.
+bool enable_auth(const std::string& ctl, const std::string& user, const std::string& prefix) {
+  const std::string as_root = ctl + " --user root:Root5ecret ";
+  const std::string name = user.substr(0, user.find(':'));
+  return run(ctl + " user add root:Root5ecret >/dev/null && " + ctl + " user grant-role root root >/dev/null && " +
+             ctl + " auth enable >/dev/null && " + as_root + "user add " + user + " >/dev/null && " + as_root +
+             "role add locks >/dev/null && " + as_root + "role grant-permission locks --prefix=true readwrite " +
+             prefix + " >/dev/null && " + as_root + "user grant-role " + name + " locks >/dev/null") == 0;
+}
 
 TEST(EtcdFault, KilledHolderFreesItsLockWithinTheLeaseTtl) {
   TempDir dir;
@@ -94,14 +131,7 @@ TEST(EtcdFault, AuthenticatedClientsLockAndBadCredentialsAreRefusedWithoutEcho) 
   ::unsetenv("ETCD_EXTRA_ARGS");
   ASSERT_TRUE(etcd.ok());
   const std::string endpoints = etcd.url().substr(std::string("etcd://").size());
-  const std::string ctl = "etcdctl --endpoints " + endpoints + " ";
-  const std::string as_root = ctl + "--user root:Root5ecret ";
-  ASSERT_EQ(run(ctl + "user add root:Root5ecret >/dev/null && " + ctl + "user grant-role root root >/dev/null && " +
-                ctl + "auth enable >/dev/null && " + as_root + "user add alice:Al1ceSecret >/dev/null && " +
-                as_root + "role add locks >/dev/null && " + as_root +
-                "role grant-permission locks --prefix=true readwrite app >/dev/null && " + as_root +
-                "user grant-role alice locks >/dev/null"),
-            0);
+  ASSERT_TRUE(enable_auth("etcdctl --endpoints " + endpoints, "alice:Al1ceSecret", "app"));
 
   auto alice = connect("etcd://alice:Al1ceSecret@" + endpoints + "/app?ttl=5s", {.op_timeout = 2s});
   auto m = alice->mutex("jobs");
@@ -177,6 +207,62 @@ TEST(EtcdFault, HolderIsToldLostBeforeAnotherAcquiresAfterAPause) {
   other.unlock();
 }
 
+// A holder cut off from the cluster by a proxy that black-holes every byte
+// (nothing is closed: a partition) past its lease TTL, while another client
+// waits for the lock: the holder is told `lost` by its lease's local
+// deadline before the other client gets the lock (when the cluster expires
+// the lease), and its fenced write is refused.
+TEST(EtcdFault, PartitionedHolderIsToldLostBeforeAnotherAcquires) {
+  TempDir dir;
+  Etcd etcd(dir, 1);
+  ASSERT_TRUE(etcd.ok());
+  TcpProxy proxy(etcd.client_port());
+  const std::string path = "/fault?ttl=2s";
+  FencedResource fenced(dir.path() + "/resource", true);
+  auto holder_client = connect("etcd://127.0.0.1:" + std::to_string(proxy.port()) + path, {.op_timeout = 500ms});
+  auto held = holder_client->mutex("jobs");
+  held.lock();
+  const auto token = held.token();
+  ASSERT_TRUE(fenced.write(token, 1));
+
+  auto other_client = connect(etcd.url() + path, {.op_timeout = 500ms});
+  auto other = other_client->mutex("jobs");
+  ASSERT_FALSE(other.try_lock());
+  proxy.black_hole(true);
+  const auto cut = steady::now();
+  std::atomic<bool> acquired{false};
+  steady::time_point acquired_at{};
+  std::uint64_t other_token = 0;
+  bool other_wrote = false;
+  std::thread contender([&] {
+    if (!other.try_lock_for(scaled(10s))) return;
+    acquired_at = steady::now();
+    acquired = true;
+    other_token = other.token();
+    other_wrote = fenced.write(other_token, 2);
+    other.unlock();
+  });
+  // lost() is the calling thread's hold: the holder's thread asks.
+  while (!held.lost() && !acquired && steady::now() < cut + scaled(10s)) std::this_thread::sleep_for(1ms);
+  const auto lost_at = steady::now();
+  const bool told = held.lost();
+  contender.join();
+  proxy.black_hole(false);
+
+  ASSERT_TRUE(told) << "the cut-off holder was never told it lost the lock";
+  ASSERT_TRUE(acquired) << "the other client never got the lock";
+  const auto ms = [&](steady::time_point t) { return std::chrono::duration_cast<std::chrono::milliseconds>(t - cut).count(); };
+  std::printf("cut off at 0 ms: holder told lost at %lld ms, the other client acquired at %lld ms\n",
+              static_cast<long long>(ms(lost_at)), static_cast<long long>(ms(acquired_at)));
+  RecordProperty("holder_told_lost_ms", std::to_string(ms(lost_at)));
+  RecordProperty("other_acquired_ms", std::to_string(ms(acquired_at)));
+  EXPECT_LT(lost_at, acquired_at) << "another client acquired before the holder was told";
+  EXPECT_GT(other_token, token);
+  EXPECT_TRUE(other_wrote);
+  EXPECT_FALSE(fenced.write(token, 3)) << "the lost holder's fenced write was accepted";
+  EXPECT_EQ(held.unlock_checked().code(), errc::lock_lost);
+}
+
 // A 3-member cluster: the leader is killed while a lock is held. The lease
 // survives (the new leader keeps it), the holder keeps its lock and token,
 // nobody else gets it meanwhile, and the lock works after re-election.
@@ -223,6 +309,102 @@ TEST(EtcdFault, LeaderKilledWhileHeldKeepsTheLock) {
   ASSERT_TRUE(other.try_lock_for(scaled(5s)));
   EXPECT_GT(other.token(), token);
   other.unlock();
+}
+
+// A CA the test makes (scripts/test-ca.sh) in `dir`.
+std::string make_ca(const std::string& dir) {
+  EXPECT_EQ(run(std::string(DLOCK_TEST_CA_SCRIPT) + " " + dir), 0);
+  return dir;
+}
+
+// etcds:// to a member that serves TLS with the test's CA and has
+// authentication on: two clients of a user take turns on one lock, every
+// grant's fenced write accepted and the tokens rising, as over plain text;
+// a wrong password over TLS is refused without showing it.
+TEST(EtcdFault, TlsAuthenticatedClientsTakeTurnsWithRisingTokens) {
+  TempDir dir;
+  const std::string ca = make_ca(dir.path() + "/ca");
+  Etcd etcd(dir, 1, "ETCD_TLS=" + ca);
+  ASSERT_TRUE(etcd.ok());
+  ASSERT_TRUE(etcd.url().starts_with("etcds://")) << etcd.url();
+  ASSERT_TRUE(enable_auth("etcdctl --endpoints " + etcd.endpoints() + " --cacert " + ca + "/ca.pem", "bob:B0bSecret99",
+                          "tls"));
+  const std::string base = "etcds://bob:%s@" + etcd.endpoints() + "/tls?ttl=5s&ca=" + ca + "/ca.pem";
+  const auto with_password = [&](const std::string& password) {
+    return std::string(base).replace(base.find("%s"), 2, password);
+  };
+  expect_refused_within([&] { (void)connect(with_password("Wr0ngSecret77"), {.op_timeout = 2s}); },
+                        errc::invalid_argument, scaled(3s), "bob", "Wr0ngSecret77", "a wrong password over TLS");
+  const std::string url = with_password("B0bSecret99");
+  FencedResource fenced(dir.path() + "/resource", true);
+  auto a = connect(url, {.op_timeout = 2s});
+  auto b = connect(url, {.op_timeout = 2s});
+  auto held = a->mutex("jobs");
+  held.lock();
+  EXPECT_FALSE(b->mutex("jobs").try_lock()) << "a second holder over TLS";
+  const auto first = held.token();
+  held.unlock();
+
+  constexpr int rounds = 15;
+  std::vector<std::uint64_t> tokens[2];
+  auto take_turns = [&](Client& client, int who) {
+    auto m = client.mutex("jobs");
+    for (int i = 0; i < rounds; ++i) {
+      std::unique_lock hold(m);
+      tokens[who].push_back(m.token());
+      (void)fenced.enter(m.token(), who + 1);
+      std::this_thread::sleep_for(1ms);
+      fenced.leave(who + 1);
+    }
+  };
+  std::thread other([&] { take_turns(*b, 1); });
+  take_turns(*a, 0);
+  other.join();
+  const auto counts = fenced.counts();
+  EXPECT_EQ(counts.accepted, 2u * rounds);
+  EXPECT_EQ(counts.stale_rejected + counts.duplicate_tokens + counts.overlaps, 0u);
+  for (const auto& mine : tokens) {
+    ASSERT_EQ(mine.size(), std::size_t{rounds});
+    EXPECT_GT(mine.front(), first);
+    for (std::size_t i = 1; i < mine.size(); ++i) EXPECT_GT(mine[i], mine[i - 1]);
+  }
+}
+
+// A member that asks clients for a certificate (--client-cert-auth): a
+// client with one signed by the CA locks; one without it, one that checks
+// the member against another CA (or gRPC's default roots), and a plain-text
+// etcd:// client are each refused with `unavailable` within op_timeout, the
+// TLS ones saying so; so is an etcds:// client of a plain-text member.
+TEST(EtcdFault, TlsMisconfiguredClientsFailWithinTheirTimeout) {
+  TempDir dir;
+  const std::string ca = make_ca(dir.path() + "/ca");
+  const std::string other_ca = make_ca(dir.path() + "/other-ca");
+  Etcd etcd(dir, 1, "ETCD_TLS=" + ca + " ETCD_TLS_CLIENT_AUTH=1");
+  ASSERT_TRUE(etcd.ok());
+  const std::string client_cert = "&cert=" + ca + "/client.pem&key=" + ca + "/client.key";
+  const std::string base = "etcds://" + etcd.endpoints() + "/tls?ttl=5s";
+
+  auto client = connect(base + "&ca=" + ca + "/ca.pem" + client_cert, {.op_timeout = 500ms});
+  auto m = client->mutex("jobs");
+  ASSERT_TRUE(m.try_lock());
+  EXPECT_GT(m.token(), 0u);
+  m.unlock();
+
+  const auto refused = [&](const std::string& url, const std::string& named, const std::string& what) {
+    expect_refused_within([&] { (void)connect(url, {.op_timeout = 500ms}); }, errc::unavailable, scaled(1500ms),
+                          named, "", what);
+  };
+
+  refused(base + "&ca=" + ca + "/ca.pem", "TLS handshake failed", "no client certificate");
+  refused(base + "&ca=" + other_ca + "/ca.pem" + client_cert, "TLS handshake failed", "another CA");
+  refused(base + client_cert, "TLS handshake failed", "gRPC's default roots, which lack the test's CA");
+  refused("etcd://" + etcd.endpoints() + "/tls", "cannot be reached", "plain text to a TLS member");
+
+  TempDir plain_dir;
+  Etcd plain(plain_dir, 1);
+  ASSERT_TRUE(plain.ok());
+  refused("etcds://" + plain.endpoints() + "/tls?ca=" + ca + "/ca.pem", "TLS handshake failed",
+          "TLS to a plain-text member");
 }
 
 }  // namespace

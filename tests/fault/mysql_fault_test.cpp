@@ -1,5 +1,7 @@
 // MySQL/MariaDB under faults: a stopped (SIGSTOP) server, a killed one, one
-// restarted, and users with too few rights. Each test starts its own
+// restarted, users with too few rights, and TLS with a CA the test makes
+// (Connector/C's ssl-ca, ssl-verify-server-cert passed through). Each test
+// starts its own
 // MariaDB server (scripts/mariadb-server.sh) in a temp dir, because it
 // stops, kills or administers it.
 #include "child_process.h"
@@ -31,7 +33,7 @@ class MysqlFault : public ::testing::Test {
   void TearDown() override { (void)server("stop"); }
 
   int server(const std::string& command) {
-    const std::string line = std::string(DLOCK_MARIADB_SCRIPT) + " " + command + " " + dir_.path() + " >/dev/null";
+    const std::string line = env_ + " " + DLOCK_MARIADB_SCRIPT + " " + command + " " + dir_.path() + " >/dev/null";
     return std::system(line.c_str());
   }
 
@@ -57,6 +59,27 @@ class MysqlFault : public ::testing::Test {
 
   TempDir dir_;
   std::string url_;
+  std::string env_;  // settings for the script ("MARIADB_TLS=DIR ...")
+};
+
+// A server that takes only TLS over TCP (--require-secure-transport), with
+// a CA of the test's (scripts/test-ca.sh).
+class MysqlTls : public MysqlFault {
+ protected:
+  MysqlTls() { env_ = "MARIADB_TLS=" + ca() + " MARIADB_TLS_REQUIRED=1"; }
+  std::string ca() const { return dir_.path() + "/ca"; }
+  // The user `tls` (password below, made by the test) and `query`.
+  std::string url_with(const std::string& query) const {
+    return url_as(std::string("tls:") + password, "dlock") + (query.empty() ? "" : "?" + query);
+  }
+  static constexpr const char* password = "My5ecretXy42";
+
+  // Connecting with `query` fails with `unavailable` within op_timeout
+  // (1 s), saying `named` and never the password.
+  void refused(const std::string& query, const std::string& named) {
+    expect_refused_within([&] { (void)connect(url_with(query), options()); }, errc::unavailable,
+                          1s + scaled(1500ms), named, password, query);
+  }
 };
 
 // A stopped server answers nothing: every call fails with unavailable
@@ -182,6 +205,26 @@ TEST_F(MysqlFault, LeastPrivilegedUserIsToldTheDdlThenWorks) {
   ASSERT_TRUE(m.try_lock());
   EXPECT_GT(m.token(), 0u);
   m.unlock();
+}
+
+// ssl-ca and ssl-verify-server-cert=1 with the test's CA: the client locks,
+// over TLS (the server takes nothing else). TLS off, and a CA that did not
+// sign the server's certificate, are refused within op_timeout with a
+// message that says why and never shows the password.
+TEST_F(MysqlTls, VerifiedTlsLocksAndTlsOffOrAnotherCaIsRefused) {
+  ASSERT_EQ(admin("CREATE USER 'tls'@'127.0.0.1' IDENTIFIED BY '" + std::string(password) +
+                  "'; GRANT ALL ON dlock.* TO 'tls'@'127.0.0.1';"),
+            0);
+  const std::string other_ca = dir_.path() + "/other-ca";
+  ASSERT_EQ(std::system((std::string(DLOCK_TEST_CA_SCRIPT) + " " + other_ca).c_str()), 0);
+  {
+    auto client = connect(url_with("ssl-ca=" + ca() + "/ca.pem&ssl-verify-server-cert=1"), options());
+    auto m = client->mutex("jobs");
+    std::lock_guard hold(m);
+    EXPECT_GT(m.token(), 0u);
+  }
+  refused("", "requires TLS");
+  refused("ssl-ca=" + other_ca + "/ca.pem&ssl-verify-server-cert=1", "TLS/SSL error");
 }
 
 }  // namespace

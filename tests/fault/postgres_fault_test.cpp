@@ -1,6 +1,7 @@
 // PostgreSQL under faults: a server restarted (a crash to its clients),
-// stopped (SIGSTOP) and killed while locks are held, and the rights a
-// database user needs. Each test starts its own server
+// stopped (SIGSTOP) and killed while locks are held, the rights a database
+// user needs, and TLS with a CA the test makes (libpq's sslmode, sslrootcert
+// passed through). Each test starts its own server
 // (scripts/postgres-server.sh) in a temp dir, because it breaks it.
 #include "child_process.h"
 #include "thrown.h"
@@ -35,7 +36,7 @@ class PostgresFault : public ::testing::Test {
   void TearDown() override { (void)server("stop"); }
 
   bool server(const std::string& command) {
-    auto [ok, out] = shell(std::string(DLOCK_POSTGRES_SCRIPT) + " " + command + " " + dir_.path() + "/pg");
+    auto [ok, out] = shell(env_ + " " + DLOCK_POSTGRES_SCRIPT + " " + command + " " + dir_.path() + "/pg");
     if (!ok) ADD_FAILURE() << command << ": " << out;
     return ok;
   }
@@ -53,6 +54,28 @@ class PostgresFault : public ::testing::Test {
   }
 
   TempDir dir_;
+  std::string env_;  // settings for the script ("POSTGRES_TLS=DIR ...")
+};
+
+// A server that takes only TLS (ssl=on, pg_hba.conf: hostssl), with a CA of
+// the test's (scripts/test-ca.sh).
+class PostgresTls : public PostgresFault {
+ protected:
+  PostgresTls() { env_ = "POSTGRES_TLS=" + ca() + " POSTGRES_TLS_REQUIRED=1"; }
+  std::string ca() const { return dir_.path() + "/ca"; }
+  // dlock's user with a password of the test's (the server trusts any: it
+  // is there to be looked for in messages) and `query`.
+  std::string url_with(const std::string& query) const {
+    return "postgres://dlock:" + std::string(password) + "@127.0.0.1:" + read("port") + "/dlock?" + query;
+  }
+  static constexpr const char* password = "Pg5ecretXy42";
+
+  // Connecting with `query` fails with `unavailable` within op_timeout
+  // (1 s), saying `named` and never the password.
+  void refused(const std::string& query, const std::string& named) {
+    expect_refused_within([&] { (void)connect(url_with(query), {.op_timeout = 1s}); }, errc::unavailable,
+                          1s + scaled(1500ms), named, password, query);
+  }
 };
 
 TEST_F(PostgresFault, TokensKeepIncreasingAcrossARestart) {
@@ -191,6 +214,34 @@ TEST_F(PostgresFault, SessionModeNamesNeverShareALock) {
     EXPECT_FALSE(same2.try_lock()) << mode;
     same1.unlock();
   }
+}
+
+// sslmode=verify-full with the test's CA: the client locks, and the server
+// reports its connections encrypted (pg_stat_ssl). A CA that did not sign
+// the server's certificate, a CA file that is missing, and TLS off (the
+// server takes only TLS) are each refused within op_timeout, saying why.
+TEST_F(PostgresTls, VerifiedTlsLocksAndBadTlsSettingsAreRefused) {
+  const std::string other_ca = dir_.path() + "/other-ca";
+  ASSERT_TRUE(shell(std::string(DLOCK_TEST_CA_SCRIPT) + " " + other_ca).first);
+  {
+    auto client = connect(url_with("sslmode=verify-full&sslrootcert=" + ca() + "/ca.pem"), {.op_timeout = 2s});
+    auto m = client->mutex("jobs");
+    std::lock_guard hold(m);
+    EXPECT_GT(m.token(), 0u);
+    // Every connection of dlock's user, and how many of them are encrypted.
+    auto [ok, seen] = shell("psql -At '" + read("admin_url") +
+                            "' -c \"SELECT count(*) || ' ' || count(*) FILTER (WHERE ssl) FROM pg_stat_ssl "
+                            "JOIN pg_stat_activity USING (pid) WHERE usename = 'dlock'\"");
+    ASSERT_TRUE(ok) << seen;
+    seen = seen.substr(0, seen.find('\n'));
+    const auto space = seen.find(' ');
+    ASSERT_NE(space, std::string::npos) << seen;
+    EXPECT_NE(seen.substr(0, space), "0") << "no connection of dlock's user is open";
+    EXPECT_EQ(seen.substr(0, space), seen.substr(space + 1)) << "unencrypted connections (all, encrypted): " << seen;
+  }
+  refused("sslmode=verify-full&sslrootcert=" + other_ca + "/ca.pem", "certificate verify failed");
+  refused("sslmode=verify-full&sslrootcert=" + dir_.path() + "/missing.pem", "missing.pem");
+  refused("sslmode=disable", "no encryption");
 }
 
 }  // namespace

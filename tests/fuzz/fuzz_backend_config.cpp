@@ -1,7 +1,8 @@
-// Fuzzes what each networked backend makes of a parsed URL before any I/O:
+// Fuzzes what each networked backend makes of a parsed URL before any network I/O:
 // redis://, redis+unix://, redis+sentinel://, redis+cluster://
 // (backends/redis/options.h),
-// zk:// (backends/zookeeper/config.h) and etcd:// (backends/etcd/config.h).
+// zk:// (backends/zookeeper/config.h) and etcd://, etcds:// (backends/etcd/config.h;
+// etcds:// reads the PEM files its URL names).
 // Beyond not crashing:
 //   - a password is never echoed: not in an error, not in the redacted URL
 //     the client puts in its messages and logs;
@@ -89,14 +90,21 @@ void check_etcd(const Url& url, const std::optional<std::string>& secret) {
   if (!c) return must_not_show(c.status().message(), secret);
   must_not_show(c->redacted_url, secret);
   for (const auto& endpoint : c->endpoints) must_not_show(endpoint, secret);
-  auto again = reparse(c->redacted_url, dlock::detail::etcd::parse_config);
-  if (!again) std::abort();
-  if (again->endpoints != c->endpoints || again->prefix != c->prefix || again->user != c->user ||
-      again->ttl != c->ttl)
-    std::abort();
   // etcd keys (and etcdctl's names) have no leading or trailing '/'.
   if (c->prefix.empty() || c->prefix.front() == '/' || c->prefix.back() == '/') std::abort();
   if (c->ttl < std::chrono::seconds(2) || c->ttl > std::chrono::hours(1)) std::abort();
+  // TLS files only with etcds://, a certificate only with its key.
+  if (!c->tls && !(c->ca_file.empty() && c->cert_file.empty() && c->key_file.empty())) std::abort();
+  if (c->cert_file.empty() != c->key_file.empty()) std::abort();
+  // The redacted URL hides key= as it hides passwords (its name ends in
+  // "key"): there is no client key file to parse back.
+  if (!c->key_file.empty()) return;
+  auto again = reparse(c->redacted_url, dlock::detail::etcd::parse_config);
+  if (!again) std::abort();
+  if (again->endpoints != c->endpoints || again->prefix != c->prefix || again->user != c->user ||
+      again->ttl != c->ttl || again->tls != c->tls || again->ca_file != c->ca_file ||
+      again->cert_file != c->cert_file || again->key_file != c->key_file)
+    std::abort();
 }
 
 }  // namespace
@@ -112,7 +120,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_redis(*url, secret);
   else if (url->scheme == "zk")
     check_zookeeper(*url, secret);
-  else if (url->scheme == "etcd")
+  else if (url->scheme == "etcd" || url->scheme == "etcds")
     check_etcd(*url, secret);
   return 0;
 }

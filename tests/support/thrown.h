@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 namespace dlock::test {
@@ -32,6 +33,27 @@ void expect_thrown_naming(F call, errc kind, const std::string& named, const std
     EXPECT_EQ(e.kind(), kind) << what << ": " << e.what();
     EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << what << ": " << e.what();
   }
+}
+
+// Expects `call` to throw `kind` within `bound`, with a message that names
+// `named` and never shows `secret` (a password; empty: none to look for).
+// `what` names the case in failures.
+template <class F>
+void expect_refused_within(F call, errc kind, std::chrono::steady_clock::duration bound, const std::string& named,
+                           const std::string& secret, const std::string& what) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    call();
+    ADD_FAILURE() << what << ": no error thrown";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(e.kind(), kind) << what << ": " << message;
+    EXPECT_NE(message.find(named), std::string::npos) << what << ": " << message;
+    if (!secret.empty()) {
+      EXPECT_EQ(message.find(secret), std::string::npos) << what << ": shows the password: " << message;
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, bound) << what << ": not within the time bound";
 }
 
 }  // namespace dlock::test

@@ -3,11 +3,34 @@
 #include "core/option_values.h"
 #include "core/validate.h"
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 namespace dlock::detail::etcd {
 namespace {
 
 Status invalid(const Config& c, std::string why) {
   return Status(errc::invalid_argument, "etcd url " + c.redacted_url + ": " + std::move(why));
+}
+
+// The PEM text of the file an option names; `what` is what it must hold
+// ("CERTIFICATE", "PRIVATE KEY"). Messages name the option and the path,
+// never the contents (a key's are secret).
+Result<std::string> read_pem(const Config& c, std::string_view option, const std::string& path, std::string_view what) {
+  if (path.empty()) return invalid(c, std::string(option) + "= needs a file name");
+  std::error_code ec;
+  std::ifstream in;
+  if (std::filesystem::is_regular_file(path, ec)) in.open(path, std::ios::binary);
+  if (!in.is_open() || !in)
+    return invalid(c, std::string(option) + "='" + path +
+                          "' cannot be read (missing, not a file, or not readable by this process)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::string pem = text.str();
+  if (pem.find("-----BEGIN ") == std::string::npos || pem.find(std::string(what) + "-----") == std::string::npos)
+    return invalid(c, std::string(option) + "='" + path + "' holds no PEM " + std::string(what));
+  return pem;
 }
 
 }  // namespace
@@ -28,6 +51,7 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   Config c;
   c.redacted_url = url.redacted();
   c.op_timeout = options.op_timeout;
+  c.tls = url.scheme == "etcds";
   c.user = url.user;
   c.password = url.password;
   if (c.user.has_value() != c.password.has_value())
@@ -54,9 +78,29 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
       if (!d) return invalid(c, d.status().message());
       if (d->count() % 1000 != 0) return invalid(c, "ttl '" + value + "' must be whole seconds (etcd leases are)");
       c.ttl = std::chrono::duration_cast<std::chrono::seconds>(*d);
+    } else if (key == "ca" || key == "cert" || key == "key") {
+      if (!c.tls) return invalid(c, "the option '" + key + "' is for TLS: use etcds://");
+      (key == "ca" ? c.ca_file : key == "cert" ? c.cert_file : c.key_file) = value;
     } else {
-      return invalid(c, "unknown option '" + key + "' (known: ttl)");
+      return invalid(c, "unknown option '" + key + "' (known: ttl" + (c.tls ? ", ca, cert, key)" : ")"));
     }
+  }
+  if (c.cert_file.empty() != c.key_file.empty())
+    return invalid(c, "a client certificate needs both cert= and key=");
+  // Read last: a URL that is wrong anyway is refused without touching files.
+  struct PemFile {
+    const char* option;
+    const std::string& path;
+    std::string& pem;
+    const char* holds;
+  };
+  for (const PemFile& f : {PemFile{"ca", c.ca_file, c.ca_pem, "CERTIFICATE"},
+                           PemFile{"cert", c.cert_file, c.cert_pem, "CERTIFICATE"},
+                           PemFile{"key", c.key_file, c.key_pem, "PRIVATE KEY"}}) {
+    if (!url.query.contains(f.option)) continue;
+    auto text = read_pem(c, f.option, f.path, f.holds);
+    if (!text) return text.status();
+    f.pem = std::move(*text);
   }
   return c;
 }

@@ -1,6 +1,14 @@
-// config.h — what an etcd:// URL asks for, checked before any I/O.
+// config.h — what an etcd:// URL asks for, checked before any network I/O.
 //
 //   etcd://[user:password@]host[:port][,host[:port]...][/prefix][?option=value&...]
+//   etcds://...same...[?ca=FILE][&cert=FILE&key=FILE]
+//
+// etcds:// speaks TLS to every member and checks its certificate: against
+// the CA in `ca` (PEM), or gRPC's default roots without it; the
+// certificate must name the host as the URL gives it (127.0.0.1 needs an IP
+// subjectAltName). The files are read when the client is made; one that is
+// missing or unreadable, or not PEM, is refused, naming the option and path,
+// before any connection is tried.
 //
 // The hosts are members of one cluster (port 2379 if none is given); calls
 // go to one member and fail over to the next when it cannot be reached.
@@ -16,6 +24,14 @@
 //              lock the client takes is attached to it and dies with it,
 //              this long after the client stops renewing it (a process
 //              killed, stopped or cut off). etcdctl's default is 10s too.
+//   ca=FILE    (etcds:// only) the CA certificates that sign the members'
+//              certificates, PEM; none: gRPC's default roots (the file
+//              GRPC_DEFAULT_SSL_ROOTS_FILE_PATH names, else its roots.pem of
+//              public CAs: /usr/share/grpc/roots.pem on Debian).
+//   cert=FILE, key=FILE
+//              (etcds:// only, both or neither) the client's certificate and
+//              its private key, PEM, for a cluster that asks clients for one
+//              (etcd --client-cert-auth).
 #pragma once
 
 #include "core/url.h"
@@ -38,6 +54,11 @@ struct Config {
   std::optional<std::string> password;
   std::chrono::seconds ttl{10};
   std::chrono::milliseconds op_timeout{};
+  // etcds://: TLS to every member. The PEM texts were read from the files the
+  // URL names (empty: not given; no CA: gRPC's default roots).
+  bool tls = false;
+  std::string ca_file, cert_file, key_file;
+  std::string ca_pem, cert_pem, key_pem;
   std::string redacted_url;  // for messages: no password
 };
 

@@ -2,11 +2,25 @@
 
 #include <grpcpp/support/status.h>
 
+#include <algorithm>
+#include <cctype>
 #include <string>
 
 namespace dlock::detail::etcd {
+namespace {
 
-Status to_status(const grpc::Status& status, std::string_view step) {
+// gRPC reports a failed TLS handshake as an unreachable member, in words
+// of its own ("Ssl handshake failed: ... certificate verify failed").
+bool handshake_failed(std::string said) {
+  std::transform(said.begin(), said.end(), said.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  for (const char* sign : {"handshake", "ssl", "tls", "certificate"})
+    if (said.find(sign) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+Status to_status(const grpc::Status& status, std::string_view step, bool tls) {
   if (status.ok()) return {};
   const std::string what = "etcd: " + std::string(step) + ": ";
   const std::string said = status.error_message();
@@ -14,6 +28,17 @@ Status to_status(const grpc::Status& status, std::string_view step) {
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return Status(errc::unavailable, what + "no answer within ClientOptions::op_timeout");
     case grpc::StatusCode::UNAVAILABLE:
+      if (tls && handshake_failed(said))
+        return Status(errc::unavailable, what + "the TLS handshake failed: the member's certificate did not verify "
+                                                "against the CA (ca=, or gRPC's default roots) (" + said + ")");
+      // A member that wants a client certificate, or does not speak TLS,
+      // just closes the connection: gRPC says no more than that.
+      if (tls && said.find("Connection refused") == std::string::npos)
+        return Status(errc::unavailable, what + "the cluster cannot be reached over TLS (" + said +
+                                             "); if its members are up, the TLS handshake failed: a member that "
+                                             "wants a client certificate (cert=, key=) or refused it, or one "
+                                             "that does not speak TLS");
+      [[fallthrough]];
     case grpc::StatusCode::CANCELLED:
     case grpc::StatusCode::ABORTED:
       return Status(errc::unavailable, what + "the cluster cannot be reached (" + said + ")");

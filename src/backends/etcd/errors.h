@@ -12,7 +12,8 @@ class Status;
 namespace dlock::detail::etcd {
 
 // `status` is a finished call's; `step` says what was being done
-// ("acquiring 'orders'"). Success gives an ok Status.
-Status to_status(const grpc::Status& status, std::string_view step);
+// ("acquiring 'orders'"); `tls`: the channel speaks TLS (etcds://), whose
+// failed handshakes are told as such. Success gives an ok Status.
+Status to_status(const grpc::Status& status, std::string_view step, bool tls);
 
 }  // namespace dlock::detail::etcd

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 namespace dlock::detail::etcd {
 namespace {
@@ -32,6 +33,24 @@ grpc::ChannelArguments channel_arguments(const Config& config) {
   // Each client its own connections: one client's failure is not another's.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return args;
+}
+
+// etcds://: TLS, checked against the URL's CA (gRPC's default roots without
+// one), with the client's certificate if it gave one.
+std::shared_ptr<grpc::ChannelCredentials> credentials(const Config& config) {
+  if (!config.tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = config.ca_pem;
+  tls.pem_cert_chain = config.cert_pem;
+  tls.pem_private_key = config.key_pem;
+  return grpc::SslCredentials(tls);
+}
+
+// A call that ran out of time after members could not be reached failed
+// for the reason they gave (a refused connection, a failed TLS handshake),
+// not for the deadline the retries reached.
+const grpc::Status& why(const grpc::Status& last, const std::optional<grpc::Status>& unreachable) {
+  return last.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && unreachable ? *unreachable : last;
 }
 
 }  // namespace
@@ -66,8 +85,9 @@ void Signal::call_back(std::function<void()> callback) {
 
 Session::Session(Config config, Events& events) : config_(std::move(config)), events_(events) {
   const auto args = channel_arguments(config_);
+  const auto creds = credentials(config_);
   for (const auto& endpoint : config_.endpoints) {
-    auto channel = grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(endpoint, creds, args);
     kv_.push_back(pb::KV::NewStub(channel));
     leases_.push_back(pb::Lease::NewStub(channel));
     watch_.push_back(pb::Watch::NewStub(channel));
@@ -131,6 +151,7 @@ Status Session::authenticate(steady::time_point deadline) {
   request.set_name(*config_.user);
   request.set_password(*config_.password);
   pb::AuthenticateResponse response;
+  std::optional<grpc::Status> unreachable;  // the last member that could not be reached, and why
   for (std::size_t tries = 0;; ++tries) {
     const std::size_t at = current();
     grpc::ClientContext context;
@@ -141,8 +162,10 @@ Status Session::authenticate(steady::time_point deadline) {
       token_ = response.token();
       return {};
     }
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) unreachable = s;
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE || steady::now() >= deadline)
-      return to_status(s, "authenticating as '" + *config_.user + "' at " + config_.redacted_url);
+      return to_status(why(s, unreachable), "authenticating as '" + *config_.user + "' at " + config_.redacted_url,
+                       config_.tls);
     rotate(at);
     if ((tries + 1) % channels_.size() == 0) std::this_thread::sleep_for(all_members_down_pause);
   }
@@ -154,6 +177,7 @@ Status Session::authenticate(steady::time_point deadline) {
 template <class Call>
 Status Session::call(steady::time_point deadline, std::string_view step, Call&& call) {
   bool authenticated_again = false;
+  std::optional<grpc::Status> unreachable;  // the last member that could not be reached, and why
   for (std::size_t tries = 0;; ++tries) {
     const std::size_t at = current();
     grpc::ClientContext context;
@@ -168,7 +192,9 @@ Status Session::call(steady::time_point deadline, std::string_view step, Call&& 
     }
     if (s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
       rotate(at);
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || steady::now() >= deadline) return to_status(s, step);
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) unreachable = s;
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || steady::now() >= deadline)
+      return to_status(why(s, unreachable), step, config_.tls);
     if ((tries + 1) % channels_.size() == 0)
       std::this_thread::sleep_until(std::min(deadline, steady::now() + all_members_down_pause));
   }

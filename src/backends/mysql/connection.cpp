@@ -77,7 +77,15 @@ Result<std::unique_ptr<MyConnection>> MyConnection::open(const ConnectInfo& info
                                         without_database ? nullptr : info.database.c_str(), info.port, nullptr, flags);
   if (Status s = conn->drive(status, [&](int ready) { return mysql_real_connect_cont(&ret, raw, ready); }, step); !s)
     return s;
-  if (!ret) return conn->error(step);
+  if (!ret) {
+    Status s = conn->error(step);
+    // MariaDB answers a client without TLS where TLS is required
+    // (--require-secure-transport, a user's REQUIRE SSL) as it answers a
+    // wrong password.
+    if (mysql_errno(raw) == 1045 && info.tls.empty())
+      return Status(s.code(), s.message() + " — if the server or the user requires TLS, add ssl=1&ssl-ca=FILE");
+    return s;
+  }
 
   // READ COMMITTED: every read sees what committed before it (the fence
   // row's lock orders the rest). UTC: {now} reads the clock without time
