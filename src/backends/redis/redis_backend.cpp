@@ -16,23 +16,22 @@
 // renewal batch is one pipeline. Re-entry is core's. Calls from concurrent
 // threads share the connections by pipelining (session.h: Pool).
 //
-// Fencing tokens: the acquire script issues
-//   token = last_token + 1      while the lock key keeps last_token
-//   token = server TIME in us   once it is gone
-// so no counter key lives forever: while the lock key exists (held, or
-// within token_retention after release) tokens increase by the stored
-// last_token, whatever the clock does; once it is gone (retention passed,
-// the holder died and its lease ran out, or a restart / failover lost it)
-// the server clock carries them. A name's tokens start at the clock and
-// grow by one per acquisition, and no two scripts run within the same
-// microsecond, so each token is at most the clock when it was issued (and
-// the common path needs no TIME call). Limits: (1) if the key is gone AND
-// the server's wall clock has stepped back by more than the time since the
-// last token of that name was issued (at least the lease, or
-// token_retention after a release), a token can repeat or go back;
-// (2) tokens are ~1.7e15 today and stay exact (below 2^53) until about the
-// year 2255. A resource that keeps the highest token it accepted refuses
-// the stale holder in every other case.
+// Fencing tokens: every script that grants a hold issues
+//   token = max(server TIME in us, last_token + 1)
+// (last_token: kept in the lock key while held and for token_retention
+// after release), so no counter key lives forever and tokens increase by
+// the stored last_token whatever the clock does, while staying with the
+// clock (no two scripts run within the same microsecond). Because they stay
+// with the clock, a master that lacks a name's last tokens — a replica
+// promoted before it had them, a server restarted from an older file, a key
+// whose retention passed — still issues greater ones, as long as the new
+// master's clock is not behind the old one's by more than the time between
+// the old token and the new (a failover takes seconds). Limits: (1) a
+// server clock that steps back by more than that can repeat a token once
+// last_token is gone; (2) tokens are ~1.7e15 today and stay exact (below
+// 2^53) until about the year 2255. A resource that keeps the highest token
+// it accepted refuses the stale holder in every other case. The cost is one
+// TIME call per grant (about a microsecond of server time).
 //
 // Waiters: a thread that found the lock busy registers (core's watch()) and
 // its next attempt, in the same script, queues its entry with a deadline

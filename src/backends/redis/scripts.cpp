@@ -30,19 +30,24 @@ local function keep_for(k, ms)
   if redis.call('PTTL', k) < ms then redis.call('PEXPIRE', k, ms) end
 end
 )lua"},
+    {"token_after", R"lua(
+-- The fencing token after `last` (false or nil: none kept): the server
+-- clock in us, or one more than `last` where that is ahead. Never behind
+-- the clock, so a master that lacks the last tokens of its name (a replica
+-- promoted before it had them, a server restarted from an older file)
+-- still issues greater ones, given server clocks closer together than a
+-- failover takes.
+local function token_after(last)
+  local t = redis.call('TIME')
+  local token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if last then token = math.max(token, tonumber(last) + 1) end
+  return string.format('%.0f', token)
+end
+)lua"},
     {"next_token", R"lua(
--- The next fencing token of a name, kept in field last_token of hash k: one
--- more than the last while the hash keeps it; once it is gone, the server
--- clock in us, which every earlier token of the name is behind.
+-- The next fencing token of a name, kept in field last_token of hash k.
 local function next_token(k)
-  local last = redis.call('HGET', k, 'last_token')
-  local token
-  if last then
-    token = string.format('%.0f', tonumber(last) + 1)
-  else
-    local t = redis.call('TIME')
-    token = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
-  end
+  local token = token_after(redis.call('HGET', k, 'last_token'))
   redis.call('HSET', k, 'last_token', token)
   return token
 end
@@ -222,15 +227,7 @@ if free and not holder then
   end
 end
 if free then
-  -- One more than the last token while the key keeps it; once it is gone,
-  -- the server clock in us (see next_token).
-  local token
-  if held[2] then
-    token = string.format('%.0f', tonumber(held[2]) + 1)
-  else
-    local t = redis.call('TIME')
-    token = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
-  end
+  local token = token_after(held[2])
   redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token, 'last_token', token)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   dequeue(KEYS[2], KEYS[3], ARGV[3], KEYS[4])
@@ -272,7 +269,7 @@ if head then
     -- The head has waited long enough: it holds the lock from now on, and
     -- its wake-up says so (token, server time of the handover).
     if fixed == '0' then lease = math.min(tonumber(lease), tonumber(ARGV[6])) end
-    local token = string.format('%.0f', tonumber(mine[3]) + 1)
+    local token = token_after(mine[3])
     redis.call('HSET', KEYS[1], 'owner', string.match(head, '^[^/]*/([^/]*)'), 'token', token, 'last_token', token)
     redis.call('PEXPIRE', KEYS[1], lease)
     dequeue(KEYS[2], KEYS[3], head, KEYS[4])
