@@ -126,8 +126,9 @@ TEST(RedisReplies, ReadsWakeUpsWithBoundedTimes) {
   EXPECT_FALSE(message_of(parse("*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n").get()));
 }
 
-// Before: a first element that is not an integer ("1" as a string) read
-// as -1, "the store has the semaphore with another count".
+// Before: a first element that is not an integer ("1" as a string, or a
+// PONG's "pong") read as -1, "the store has the semaphore with another
+// count"; fuzz_redis_replies stopped on the PONG of its seed corpus.
 TEST(RedisReplies, ReadsScriptAnswersOfTheScriptsShapeOnly) {
   using Outcome = AcquireReply::Outcome;
   auto granted = acquire_reply_of(parse("*2\r\n:1\r\n$16\r\n1700000000000001\r\n").get());
@@ -147,7 +148,8 @@ TEST(RedisReplies, ReadsScriptAnswersOfTheScriptsShapeOnly) {
   ASSERT_TRUE(permits);
   EXPECT_EQ(permits->stored_permits, "4");
   for (const char* bad : {"*2\r\n:1\r\n$2\r\n-1\r\n", "*2\r\n:1\r\n:5\r\n", "*2\r\n$1\r\n1\r\n$1\r\n5\r\n",
-                          "*1\r\n:1\r\n", "*2\r\n:7\r\n:0\r\n", ":1\r\n"})
+                          "*1\r\n:1\r\n", "*2\r\n:7\r\n:0\r\n", ":1\r\n",
+                          "*2\r\n$4\r\npong\r\n$0\r\n\r\n"})
     EXPECT_FALSE(acquire_reply_of(parse(bad).get())) << bad;
   EXPECT_EQ(release_reply_of(parse(":2\r\n").get()), true);
   EXPECT_EQ(release_reply_of(parse(":0\r\n").get()), false);
