@@ -143,6 +143,11 @@ TEST(RedisReplies, ReadsScriptAnswersOfTheScriptsShapeOnly) {
   auto forever = acquire_reply_of(parse("*2\r\n:0\r\n:9223372036854775807\r\n").get());
   ASSERT_TRUE(forever);
   EXPECT_FALSE(forever->holder_ms);  // more than longest_ms: unknown
+  // Found by fuzz_redis_replies: a negative server time was passed on as
+  // it was, where -1 alone means "unknown".
+  auto before_epoch = acquire_reply_of(parse("*3\r\n:0\r\n:5\r\n$10\r\n-333333333\r\n").get());
+  ASSERT_TRUE(before_epoch);
+  EXPECT_EQ(before_epoch->server_ms, -1);
   const Reply other = parse("*2\r\n:-1\r\n$1\r\n4\r\n");
   auto permits = acquire_reply_of(other.get());
   ASSERT_TRUE(permits);

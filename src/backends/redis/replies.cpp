@@ -174,7 +174,7 @@ std::optional<AcquireReply> acquire_reply_of(const redisReply* r) {
       if (const std::int64_t left = integer(r->element[1]); left >= 0 && left <= longest_ms) out.holder_ms = left;
       if (r->elements == 3) {
         out.server_ms = signed_number(r->element[2]).value_or(-1);
-        if (out.server_ms > latest_server_ms) out.server_ms = -1;
+        if (out.server_ms < 0 || out.server_ms > latest_server_ms) out.server_ms = -1;
       }
       return out;
     case -1:
