@@ -56,6 +56,7 @@ TEST(RedisReplies, ReadsRedirections) {
 TEST(RedisReplies, RefusesMalformedRedirections) {
   for (const char* bad : {"-MOVED 12x 127.0.0.1:6379\r\n", "-MOVED 12 127.0.0.1:6379abc\r\n",
                           "-MOVED 1 a b:6379\r\n", "-MOVED 16384 h:6379\r\n", "-MOVED -1 h:6379\r\n",
+                          "-ASK -0 h:6379\r\n",  // found by fuzz_redis_replies: "-0" read as slot 0
                           "-MOVED 1 h:0\r\n", "-MOVED 1 h:65536\r\n", "-MOVED 1 h:+80\r\n", "-MOVED 1\r\n",
                           "-ASK  h:1\r\n", "-ERR MOVED 1 h:1\r\n", "+MOVED 1 h:1\r\n"})
     EXPECT_FALSE(redirect_of(parse(bad).get(), asked)) << bad;

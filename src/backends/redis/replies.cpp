@@ -62,7 +62,9 @@ std::optional<Redirect> redirect_of(const redisReply* r, const Endpoint& asked) 
   const auto colon = text.rfind(':');
   if (space == std::string_view::npos || colon == std::string_view::npos || colon < space) return std::nullopt;
   const auto port = port_of(text.substr(colon + 1));
-  if (!whole_number(text.substr(0, space), out.slot) || out.slot < 0 || out.slot > 16383 || !port) return std::nullopt;
+  unsigned slot = 0;  // (unsigned: no sign, not even "-0")
+  if (!whole_number(text.substr(0, space), slot) || slot > 16383 || !port) return std::nullopt;
+  out.slot = static_cast<int>(slot);
   const std::string_view host = text.substr(space + 1, colon - space - 1);
   out.at = Endpoint{std::string(host.empty() ? std::string_view(asked.host) : host), *port};
   if (!usable_host(out.at.host)) return std::nullopt;
