@@ -25,7 +25,10 @@
 #      their fault tests still run here (step 2 runs Cluster's conformance);
 #   4. the fuzzers (libFuzzer, clang, ASan + UBSan): URL, duration and name
 #      parsing, and each networked backend's reading of its URL (redis,
-#      sentinel, zk, etcd), 20 s each from the committed seed corpus.
+#      sentinel, zk, etcd), 20 s each; what the redis backend reads out of
+#      Redis's replies, the zk backend's reading of a lock node's children,
+#      and the dlock tool's command line, 15 s each; all from the committed
+#      seed corpus, two at a time (about 80 s).
 # Usage: scripts/test.sh [--quick]   (--quick: only step 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,7 +70,8 @@ if ((quick == 0)); then
   done
   step "fuzz build: the fuzzers, a bounded time each"
   cmake --preset fuzz >/dev/null
-  cmake --build --preset fuzz -j "$jobs" --target fuzz_url fuzz_duration fuzz_names fuzz_backend_config
+  cmake --build --preset fuzz -j "$jobs" --target fuzz_url fuzz_duration fuzz_names fuzz_backend_config \
+    fuzz_redis_replies fuzz_zk_names fuzz_cli_args
   ctest --preset fuzz -j "$jobs" --timeout 300
 fi
 step "all tests passed"

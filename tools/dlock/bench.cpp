@@ -546,13 +546,28 @@ int async_bench(const BenchArgs& args, const std::string& backend, std::chrono::
   return 0;
 }
 
-int bench(const BenchArgs& args) {
-  const std::string backend = args.backend.empty() ? default_backend() : args.backend;
+// The arguments checked before anything starts (no I/O): CLI::ValidationError
+// naming the bad one. Returns --seconds.
+std::chrono::milliseconds check_bench(const BenchArgs& args) {
   // A flag named --seconds takes a plain number of seconds ("5", "0.5");
   // a duration with a unit ("500ms") is accepted too.
   const bool plain = !args.seconds.empty() && args.seconds.find_first_not_of("0123456789.") == std::string::npos;
   const auto seconds = duration_arg(plain ? args.seconds + "s" : args.seconds, "--seconds");
   if (seconds.count() <= 0) throw CLI::ValidationError("--seconds: must be > 0");
+  if (!args.work.empty()) (void)work_arg(args.work, "--work");
+  if (!args.max_barging_wait.empty()) (void)duration_arg(args.max_barging_wait, "--max-barging-wait");
+  if (args.workload == "failover") (void)duration_arg(args.lease, "--lease");
+  if (args.workload == "uncontended" && ((args.processes && args.processes != 1) || (args.threads && args.threads != 1)))
+    throw CLI::ValidationError("--workload uncontended: is one process and one thread by definition");
+  if (args.workload == "contended" && args.counter_in == "redis" &&
+      default_stock_store(args.backend.empty() ? default_backend() : args.backend) != "redis")
+    throw CLI::ValidationError("--counter-in redis: needs a redis:// backend (the counter lives in its server)");
+  return seconds;
+}
+
+// (`args` passed check_bench.)
+int bench(const BenchArgs& args, std::chrono::milliseconds seconds) {
+  const std::string backend = args.backend.empty() ? default_backend() : args.backend;
   if (args.workload == "flash-sale") return flash_sale_bench(args, backend, seconds);
   if (args.workload == "failover") return failover_bench(args, backend, seconds);
   if (args.workload == "async") return async_bench(args, backend, seconds);
@@ -571,14 +586,9 @@ int bench(const BenchArgs& args) {
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
   c.key = "bench-" + std::to_string(::getpid()) + "-" + std::to_string(ms) + ":" + args.workload;
-  if (args.workload == "uncontended") {
-    if ((args.processes && args.processes != 1) || (args.threads && args.threads != 1))
-      throw CLI::ValidationError("--workload uncontended: is one process and one thread by definition");
-  } else if (args.workload == "contended") {
+  if (args.workload == "contended") {
     c.processes = args.processes ? args.processes : 4;
     c.threads = args.threads ? args.threads : 1;
-    if (args.counter_in == "redis" && default_stock_store(c.backend) != "redis")
-      throw CLI::ValidationError("--counter-in redis: needs a redis:// backend (the counter lives in its server)");
     c.counter_in = args.counter_in;
   } else if (args.workload == "many-keys") {
     c.key_per_thread = true;
@@ -592,7 +602,7 @@ int bench(const BenchArgs& args) {
 
 }  // namespace
 
-void add_bench(CLI::App& app, int& status) {
+void add_bench(CLI::App& app, Chosen& chosen) {
   auto args = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Measure lock throughput and latency against the store's raw round trips");
   cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)");
@@ -634,7 +644,10 @@ void add_bench(CLI::App& app, int& status) {
   cmd->add_flag("--fair", args->fair, "Lock with MutexOptions::fair (FIFO waiters; backends with a queue only)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->footer("Exit status: 0; 1 if mutual exclusion failed (lost updates or oversold); 70 if a worker failed.");
-  cmd->callback([args, &status] { status = bench(*args); });
+  cmd->callback([args, &chosen] {
+    const auto seconds = check_bench(*args);
+    chosen = [args, seconds] { return bench(*args, seconds); };
+  });
 }
 
 }  // namespace dlock::cli

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -17,11 +18,17 @@ inline constexpr int exit_not_acquired = 75; // lock not acquired within --wait
 inline constexpr int exit_lock_lost = 76;    // lock lost while the command ran; it was terminated
 inline constexpr int exit_max_run = 124;     // the command ran past --max-run; it was terminated (as timeout(1))
 
-// Each registers its subcommand on `app`; its callback stores the exit status in `status`.
-void add_run(CLI::App& app, int& status);
-void add_status(CLI::App& app, int& status);
-void add_demo(CLI::App& app, int& status);
-void add_bench(CLI::App& app, int& status);
+// What runs a parsed subcommand, its arguments checked; returns the exit status.
+using Chosen = std::function<int()>;
+
+// Each registers its subcommand on `app`. Its callback, run by
+// CLI::App::parse, only checks the arguments (throwing CLI::ValidationError
+// that names the bad one) and stores in `chosen` what runs the subcommand:
+// parsing connects to nothing and starts nothing (parse.h).
+void add_run(CLI::App& app, Chosen& chosen);
+void add_status(CLI::App& app, Chosen& chosen);
+void add_demo(CLI::App& app, Chosen& chosen);
+void add_bench(CLI::App& app, Chosen& chosen);
 
 // DLOCK_BACKEND if set, else the file backend in a per-user directory
 // ($XDG_RUNTIME_DIR/dlock, or /tmp/dlock-<uid>).

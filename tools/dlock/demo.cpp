@@ -84,8 +84,15 @@ std::string verdict(const SaleResult& r, std::int64_t stock, const SaleResult* d
   return name;
 }
 
-int demo(const DemoArgs& args) {
+// The demo's settings and modes, checked before anything starts (no I/O):
+// CLI::ValidationError naming the bad argument.
+struct DemoPlan {
   SaleConfig config;
+  std::vector<SaleMode> modes;
+};
+DemoPlan plan_demo(const DemoArgs& args) {
+  DemoPlan plan;
+  SaleConfig& config = plan.config;
   config.backend = args.backend.empty() ? default_backend() : args.backend;
   config.processes = args.processes;
   config.threads = args.threads;
@@ -93,13 +100,12 @@ int demo(const DemoArgs& args) {
   config.work = work_arg(args.work, "--work");
   config.segments = args.segments;
   config.time_limit = duration_arg(args.time_limit, "--time-limit");
-  config.product = fresh_product_name("sku-1001");
   config.stock_in = args.stock_in.empty() ? default_stock_store(config.backend) : args.stock_in;
   if (config.time_limit.count() <= 0) throw CLI::ValidationError("--time-limit: must be > 0");
 
   // pessimistic and optimistic need a database to keep the stock in.
   const bool transactions = config.stock_in == "postgres" || config.stock_in == "mysql";
-  std::vector<SaleMode> modes;
+  std::vector<SaleMode>& modes = plan.modes;
   for (const auto& m : args.modes) {
     auto mode = parse_sale_mode(m);
     if (!mode)
@@ -114,6 +120,13 @@ int demo(const DemoArgs& args) {
     for (SaleMode m : all_sale_modes)
       if (transactions || !needs_transactions(m)) modes.push_back(m);
 
+  return plan;
+}
+
+int demo(const DemoArgs& args, DemoPlan plan) {
+  SaleConfig& config = plan.config;
+  const std::vector<SaleMode>& modes = plan.modes;
+  config.product = fresh_product_name("sku-1001");
   if (config.threads < 2 && std::find(modes.begin(), modes.end(), SaleMode::local) != modes.end())
     std::fprintf(stderr, "dlock demo: note: with --threads 1 the per-process mutex of mode 'local' is never contended\n");
   if (!args.json) {
@@ -162,7 +175,7 @@ int demo(const DemoArgs& args) {
 
 }  // namespace
 
-void add_demo(CLI::App& app, int& status) {
+void add_demo(CLI::App& app, Chosen& chosen) {
   auto args = std::make_shared<DemoArgs>();
   auto* cmd = app.add_subcommand("demo", "Flash sale: several processes sell one product's stock, with and without locks");
   cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)");
@@ -185,7 +198,10 @@ void add_demo(CLI::App& app, int& status) {
   cmd->footer("Exit status: 0; 1 if a protected mode (dlock, segmented, atomic, pessimistic, optimistic) did not sell\n"
               "exactly the stock;\n"
               "70 if a worker process failed or crashed.");
-  cmd->callback([args, &status] { status = demo(*args); });
+  cmd->callback([args, &chosen] {
+    DemoPlan plan = plan_demo(*args);
+    chosen = [args, plan] { return demo(*args, plan); };
+  });
 }
 
 }  // namespace dlock::cli

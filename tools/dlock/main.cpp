@@ -1,24 +1,20 @@
 // dlock — run commands under a distributed lock, inspect locks, demo and bench.
-#include "commands.h"
+#include "parse.h"
 
 #include <dlock/dlock.h>
 
 #include <iostream>
 
 int main(int argc, char** argv) {
-  CLI::App app{"dlock: distributed locks for C++ — command-line tool"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "dlock 0.1.0");
-  int status = 0;
-  dlock::cli::add_run(app, status);
-  dlock::cli::add_status(app, status);
-  dlock::cli::add_demo(app, status);
-  dlock::cli::add_bench(app, status);
+  const dlock::cli::CommandLine line = dlock::cli::parse_command_line(argc, argv);
+  std::cout << line.out;
+  std::cerr << line.err;
+  if (!line.run) return line.exit;
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : dlock::cli::exit_usage;
+    return line.run();
+  } catch (const CLI::Error& e) {  // an argument only a running subcommand can judge
+    std::cerr << "dlock: " << e.what() << "\n";
+    return dlock::cli::exit_usage;
   } catch (const dlock::Error& e) {
     std::cerr << "dlock: " << e.what() << "\n";
     switch (e.kind()) {
@@ -31,5 +27,4 @@ int main(int argc, char** argv) {
     std::cerr << "dlock: " << e.what() << "\n";
     return dlock::cli::exit_internal;
   }
-  return status;
 }

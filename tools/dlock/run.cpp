@@ -58,15 +58,40 @@ struct RunArgs {
   std::string max_run;        // terminate CMD past this
 };
 
+// RunArgs' durations, read and checked.
+struct RunTimes {
+  std::chrono::milliseconds lease{};
+  std::chrono::milliseconds kill_after{};
+  std::optional<std::chrono::milliseconds> wait;  // none: wait forever
+  std::chrono::milliseconds hold_at_least{};
+  std::optional<std::chrono::milliseconds> max_run;  // none: no limit
+};
+
+// The arguments `run` needs checked before anything starts (no I/O):
+// CLI::ValidationError naming the bad one.
+RunTimes check_run(const RunArgs& args) {
+  if (args.elect && args.permits)
+    throw CLI::ValidationError("--elect and --permits: choose one (leadership or a permit)");
+  if (args.permits < 0) throw CLI::ValidationError("--permits: must be >= 1, not " + std::to_string(args.permits));
+  RunTimes t;
+  t.lease = duration_arg(args.lease, "--lease");
+  t.kill_after = duration_arg(args.kill_after, "--kill-after");
+  if (!args.wait.empty()) t.wait = duration_arg(args.wait, "--wait");
+  if (!args.hold_at_least.empty()) t.hold_at_least = duration_arg(args.hold_at_least, "--hold-at-least");
+  if (!args.max_run.empty()) {
+    t.max_run = duration_arg(args.max_run, "--max-run");
+    if (*t.max_run <= std::chrono::milliseconds(0))
+      throw CLI::ValidationError("--max-run: must be > 0, not " + args.max_run);
+  }
+  return t;
+}
+
 // What CMD runs under: a lock held, leadership of an election (--elect), or
 // a semaphore's permit (--permits).
 class Claim {
  public:
+  // (`args` passed check_run.)
   Claim(Client& client, const RunArgs& args, std::chrono::milliseconds lease) {
-    if (args.elect && args.permits)
-      throw Error(errc::invalid_argument, "--elect and --permits: choose one (leadership or a permit)");
-    if (args.permits < 0)
-      throw Error(errc::invalid_argument, "--permits: must be >= 1, not " + std::to_string(args.permits));
     if (args.elect) {
       election_.emplace(client.election(args.name, {.lease = lease}));
       id_ = args.id.empty() ? default_id() : args.id;
@@ -163,19 +188,12 @@ void close_on_exec_except(const std::vector<int>& keep) {
   ::close_range(from, ~0U, CLOSE_RANGE_CLOEXEC);
 }
 
-int run(const RunArgs& args) {
-  const auto lease = duration_arg(args.lease, "--lease");
-  const auto kill_after = duration_arg(args.kill_after, "--kill-after");
-  std::optional<std::chrono::milliseconds> wait;
-  if (!args.wait.empty()) wait = duration_arg(args.wait, "--wait");
-  const auto hold_at_least =
-      args.hold_at_least.empty() ? std::chrono::milliseconds(0) : duration_arg(args.hold_at_least, "--hold-at-least");
-  std::optional<std::chrono::milliseconds> max_run;
-  if (!args.max_run.empty()) {
-    max_run = duration_arg(args.max_run, "--max-run");
-    if (*max_run <= std::chrono::milliseconds(0))
-      throw Error(errc::invalid_argument, "--max-run: must be > 0, not " + args.max_run);
-  }
+int run(const RunArgs& args, const RunTimes& times) {
+  const auto lease = times.lease;
+  const auto kill_after = times.kill_after;
+  const auto wait = times.wait;
+  const auto hold_at_least = times.hold_at_least;
+  const auto max_run = times.max_run;
 
   // Block the signals before any thread exists, so they are only ever
   // taken here with sigtimedwait (the client's threads inherit the mask).
@@ -308,7 +326,7 @@ int run(const RunArgs& args) {
 
 }  // namespace
 
-void add_run(CLI::App& app, int& status) {
+void add_run(CLI::App& app, Chosen& chosen) {
   auto args = std::make_shared<RunArgs>();
   auto* cmd = app.add_subcommand("run", "Run a command while holding a lock");
   cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)");
@@ -336,7 +354,10 @@ void add_run(CLI::App& app, int& status) {
       "76 if it was lost while the command ran (it was terminated); 124 if it ran past --max-run\n"
       "(it was terminated); 64 bad arguments (--elect or\n"
       "--permits on a backend without them too); 69 store unavailable; 127 command not found.");
-  cmd->callback([args, &status] { status = run(*args); });
+  cmd->callback([args, &chosen] {
+    const RunTimes times = check_run(*args);
+    chosen = [args, times] { return run(*args, times); };
+  });
 }
 
 }  // namespace dlock::cli

@@ -102,7 +102,7 @@ int status_cmd(const StatusArgs& args) {
 
 }  // namespace
 
-void add_status(CLI::App& app, int& status) {
+void add_status(CLI::App& app, Chosen& chosen) {
   auto args = std::make_shared<StatusArgs>();
   auto* cmd = app.add_subcommand("status", "List the locks held in a store");
   cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)");
@@ -111,7 +111,8 @@ void add_status(CLI::App& app, int& status) {
   cmd->add_flag("--metrics", args->metrics,
                 "Print the store's state as Prometheus gauges (up, round trip, held entries by kind)")
       ->excludes(json);
-  cmd->callback([args, &status] { status = status_cmd(*args); });
+  // Nothing to check beyond what CLI11 does (the URL is read when connecting).
+  cmd->callback([args, &chosen] { chosen = [args] { return status_cmd(*args); }; });
 }
 
 }  // namespace dlock::cli

@@ -1,11 +1,11 @@
 #include "backends/redis/cluster.h"
 
 #include "backends/redis/errors.h"
+#include "backends/redis/replies.h"
 
 #include <hiredis.h>
 
 #include <algorithm>
-#include <charconv>
 #include <set>
 #include <thread>
 
@@ -23,44 +23,8 @@ constexpr milliseconds refresh_every{100};
 
 std::string address(const Endpoint& e) { return e.host + ":" + std::to_string(e.port.value_or(6379)); }
 
-std::string_view text_of(const redisReply* r) {
-  return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR)
-             ? std::string_view(r->str, r->len)
-             : std::string_view();
-}
-
-// "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>" (an empty host
-// means the node asked).
-struct Redirect {
-  bool ask = false;
-  int slot = -1;
-  Endpoint at;
-};
-std::optional<Redirect> redirect_of(const redisReply* r, const Endpoint& asked) {
-  if (!r || r->type != REDIS_REPLY_ERROR) return std::nullopt;
-  std::string_view text = text_of(r);
-  Redirect out;
-  if (text.starts_with("MOVED "))
-    text.remove_prefix(6);
-  else if (text.starts_with("ASK "))
-    out.ask = true, text.remove_prefix(4);
-  else
-    return std::nullopt;
-  const auto space = text.find(' ');
-  const auto colon = text.rfind(':');
-  if (space == std::string_view::npos || colon == std::string_view::npos || colon < space) return std::nullopt;
-  unsigned port = 0;
-  auto [p1, e1] = std::from_chars(text.data(), text.data() + space, out.slot);
-  auto [p2, e2] = std::from_chars(text.data() + colon + 1, text.data() + text.size(), port);
-  if (e1 != std::errc{} || e2 != std::errc{} || out.slot < 0 || out.slot > 16383 || port == 0 || port > 65535)
-    return std::nullopt;
-  std::string host(text.substr(space + 1, colon - space - 1));
-  out.at = Endpoint{host.empty() ? asked.host : host, static_cast<std::uint16_t>(port)};
-  return out;
-}
-
 bool error_starts(const redisReply* r, std::string_view word) {
-  return r && r->type == REDIS_REPLY_ERROR && text_of(r).starts_with(word);
+  return r && r->type == REDIS_REPLY_ERROR && std::string_view(r->str, r->len).starts_with(word);
 }
 
 bool same(const Endpoint& a, const Endpoint& b) {
@@ -130,22 +94,11 @@ Status ClusterRouter::start(steady::time_point deadline) {
       errors += (errors.empty() ? "" : "; ") + why;
       continue;
     }
-    Seen s{seed, {}, {}};
-    std::string_view text = text_of(reply->get());
-    while (!text.empty()) {
-      const auto end = text.find('\n');
-      std::string_view line = text.substr(0, end);
-      text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
-      const auto space = line.find(' ');
-      if (space == std::string_view::npos) continue;
-      std::string id(line.substr(0, space));
-      if (line.find("myself") != std::string_view::npos) s.id = id;
-      s.known.insert(std::move(id));
-    }
-    if (s.id.empty())
+    auto nodes = cluster_nodes_of(reply->get());
+    if (!nodes)
       return Status(errc::internal,
-                    "redis+cluster url " + config_.redacted_url + ": " + step + ": no 'myself' line in CLUSTER NODES");
-    seen.push_back(std::move(s));
+                    "redis+cluster url " + config_.redacted_url + ": " + step + ": " + nodes.status().message());
+    seen.push_back({seed, std::move(nodes->myself), std::move(nodes->known)});
   }
   if (seen.empty())
     return Status(errc::unavailable,
@@ -183,27 +136,17 @@ Status ClusterRouter::refresh(steady::time_point deadline, const Endpoint* first
       errors += (errors.empty() ? "" : "; ") + reply.status().message();
       continue;
     }
-    // [[start, end, [host, port, id], replicas...], ...]
-    const redisReply* r = reply->get();
-    if (r->type != REDIS_REPLY_ARRAY) return Status(errc::internal, "redis backend: " + step + ": not an array");
+    auto ranges = slot_ranges_of(reply->get(), at);
+    if (!ranges) return Status(errc::internal, "redis backend: " + step + ": " + ranges.status().message());
     auto map = std::make_shared<SlotMap>();
     map->owner.fill(-1);
-    for (std::size_t i = 0; i < r->elements; ++i) {
-      const redisReply* range = r->element[i];
-      if (range->type != REDIS_REPLY_ARRAY || range->elements < 3) continue;
-      const redisReply* master = range->element[2];
-      if (range->element[0]->type != REDIS_REPLY_INTEGER || range->element[1]->type != REDIS_REPLY_INTEGER ||
-          master->type != REDIS_REPLY_ARRAY || master->elements < 2 || master->element[1]->type != REDIS_REPLY_INTEGER)
-        continue;
-      const long long lo = range->element[0]->integer, hi = range->element[1]->integer,
-                      port = master->element[1]->integer;
-      if (lo < 0 || hi > 16383 || lo > hi || port <= 0 || port > 65535) continue;
-      std::string host(text_of(master->element[0]));
-      Endpoint m{host.empty() ? at.host : host, static_cast<std::uint16_t>(port)};
-      auto it = std::find_if(map->masters.begin(), map->masters.end(), [&](const Endpoint& e) { return same(e, m); });
+    for (const SlotRange& range : *ranges) {
+      auto it = std::find_if(map->masters.begin(), map->masters.end(),
+                             [&](const Endpoint& e) { return same(e, range.master); });
+      if (it == map->masters.end() && map->masters.size() >= map->owner.size()) continue;  // more masters than slots
       const auto index = static_cast<std::int16_t>(it - map->masters.begin());
-      if (it == map->masters.end()) map->masters.push_back(m);
-      std::fill(map->owner.begin() + lo, map->owner.begin() + hi + 1, index);
+      if (it == map->masters.end()) map->masters.push_back(range.master);
+      std::fill(map->owner.begin() + range.first, map->owner.begin() + range.last + 1, index);
     }
     if (map->masters.empty()) {
       errors += (errors.empty() ? "" : "; ") + address(at) + " serves no slots";

@@ -371,17 +371,12 @@ class RedisBackend final : public Backend, public LockDriver {
 
   // A release script's answer as a Status.
   static Status released(const redisReply* r, const std::string& what, std::string_view step) {
-    switch (integer(r)) {
-      case 1:
-      case 2:  // our thread holds it again under a newer token: nothing to release
-        return {};
-      case 0:
-        return Status(errc::lock_lost, "unlock " + what +
-                                           ": no longer ours (the lease ran out and it expired or another holder "
-                                           "took it, or it was force-released)");
-      default:
-        return unexpected(step);
-    }
+    const auto done = release_reply_of(r);
+    if (!done) return unexpected(step);
+    if (*done) return {};
+    return Status(errc::lock_lost, "unlock " + what +
+                                       ": no longer ours (the lease ran out and it expired or another holder "
+                                       "took it, or it was force-released)");
   }
 
   // All renewals of the batch in one pipeline: one round trip.
@@ -424,15 +419,15 @@ class RedisBackend final : public Backend, public LockDriver {
           noscript.push_back(pending[n]);
         } else if (r->type == REDIS_REPLY_ERROR) {
           item.outcome = to_status(nullptr, r, step, keys_of(item.request->name, layout_of(item.request->kind))[0]);
-        } else if (integer(r) == 1) {
+        } else if (const auto renewed = renew_reply_of(r); !renewed) {
+          item.outcome = unexpected(step);
+        } else if (*renewed) {
           item.grant->valid_until = sent + item.request->lease;
           item.outcome = {};
-        } else if (integer(r) == 0) {
+        } else {
           item.outcome = Status(errc::lock_lost, "renewing " + what +
                                                      ": it is gone (lease ran out, server restarted, "
                                                      "force-released) or another holder has it");
-        } else {
-          item.outcome = unexpected(step);
         }
       }
       // The server forgot the scripts (restart): load them once, redo those.
@@ -732,34 +727,37 @@ class RedisBackend final : public Backend, public LockDriver {
   // The attempt's outcome from the script's reply `r` (nullptr: `failure`).
   Result<Attempt> acquired(const AcquireCall& call, const redisReply* r, const Status& failure) {
     const LockRequest& request = call.request;
-    const bool granted = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && integer(r->element[0]) == 1;
+    const auto reply = acquire_reply_of(r);
+    using Outcome = AcquireReply::Outcome;
     // Busy: our entry is queued, and leaving must remove it. Granted: the
     // script removed it. No answer: core ends its loop on this error, and
     // leaving would cost another op_timeout against a server that just
     // failed us; the entry's deadline (waiter_ttl) removes it instead.
     // A busy reply also says when the server ran it: a later handover's
     // validity counts from there.
-    const std::int64_t server_ms =
-        r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 ? signed_number(r->element[2]).value_or(-1) : -1;
-    if (call.slot) subscriber_.set_queued(*call.slot, r && !granted, call.sent, server_ms);
+    if (call.slot)
+      subscriber_.set_queued(*call.slot, r && !(reply && reply->outcome == Outcome::granted), call.sent,
+                             reply ? reply->server_ms : -1);
     if (!r) return failure;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) return unexpected(call.step);
-    if (granted) {
-      auto token = unsigned_number(r->element[1]);
-      if (!token) return unexpected(call.step);
-      Grant grant;
-      grant.token = *token;
-      grant.valid_until = call.sent + request.lease;
-      listed(request, grant);
-      return Attempt(std::move(grant));
+    if (!reply) return unexpected(call.step);
+    switch (reply->outcome) {
+      case Outcome::granted: {
+        Grant grant;
+        grant.token = reply->token;
+        grant.valid_until = call.sent + request.lease;
+        listed(request, grant);
+        return Attempt(std::move(grant));
+      }
+      case Outcome::other_permits:
+        return Status(errc::invalid_argument,
+                      "semaphore '" + request.name + "': declared here with " + std::to_string(request.permits) +
+                          " permits, but the store has it with " + std::string(reply->stored_permits) +
+                          " (every handle of one name must declare the same count)");
+      case Outcome::busy:
+        break;
     }
-    if (integer(r->element[0]) == -1)
-      return Status(errc::invalid_argument,
-                    "semaphore '" + request.name + "': declared here with " + std::to_string(request.permits) +
-                        " permits, but the store has it with " + std::string(text_of(r->element[1])) +
-                        " (every handle of one name must declare the same count)");
     Busy busy;
-    if (auto left = integer(r->element[1]); left >= 0) busy.holder_expires = steady::now() + milliseconds(left);
+    if (reply->holder_ms) busy.holder_expires = steady::now() + milliseconds(*reply->holder_ms);
     return Attempt(busy);
   }
 
@@ -815,10 +813,15 @@ RedisWaiter::~RedisWaiter() { backend_.leave(slot_, kind_); }
 std::optional<Grant> RedisWaiter::take_grant() {
   auto taken = backend_.subscriber().take_handover(*slot_);
   if (!taken || backend_.waits_for_replicas()) return std::nullopt;
+  // (Both server times are at most latest_server_ms, the lease at most
+  // longest_ms: wake_of() and acquire_reply_of() refuse more. A handover
+  // stamped before our attempt ran, or long after, is not taken as it is.)
+  const std::int64_t since_attempt = taken->handover.server_ms - taken->attempt_server_ms;
+  if (since_attempt < 0 || since_attempt > longest_ms) return std::nullopt;
   Grant grant;
   grant.token = taken->handover.token;
-  grant.valid_until = taken->attempt_sent +
-                      milliseconds(taken->handover.server_ms - taken->attempt_server_ms - 1 + taken->handover.lease_ms);
+  grant.valid_until =
+      taken->attempt_sent + milliseconds(since_attempt - 1 + taken->handover.lease_ms);
   LockRequest request{slot_->name, slot_->owner, milliseconds(taken->handover.lease_ms)};
   request.kind = kind_;
   backend_.listed(request, grant);

@@ -1,11 +1,11 @@
 #include "backends/redis/sentinel.h"
 
 #include "backends/redis/errors.h"
+#include "backends/redis/replies.h"
 
 #include <hiredis.h>
 
 #include <algorithm>
-#include <charconv>
 
 namespace dlock::detail::redis {
 namespace {
@@ -13,18 +13,6 @@ namespace {
 std::string address(const Endpoint& e) { return e.host + ":" + std::to_string(e.port.value_or(0)); }
 
 bool same(const Endpoint& a, const Endpoint& b) { return a.host == b.host && a.port == b.port; }
-
-std::string_view text_of(const redisReply* r) {
-  return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) ? std::string_view(r->str, r->len)
-                                                                             : std::string_view();
-}
-
-std::optional<std::uint16_t> port_of(std::string_view text) {
-  unsigned value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || end != text.data() + text.size() || value == 0 || value > 65535) return std::nullopt;
-  return static_cast<std::uint16_t>(value);
-}
 
 // A connection's settings for talking to `sentinel`: no AUTH, no SELECT,
 // no events (the sentinels coming and going is not the store's connection).
@@ -83,18 +71,13 @@ Result<Endpoint> MasterLocator::ask(steady::time_point deadline) {
       auto reply = conn.command(words, share, step);
       if (reply) {
         ++answered;
-        const redisReply* r = reply->get();
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-          auto port = port_of(text_of(r->element[1]));
-          if (port && !text_of(r->element[0]).empty()) {
-            Endpoint master{std::string(text_of(r->element[0])), port};
-            {
-              std::lock_guard lk(mu_);
-              first_ = at;
-            }
-            learned(master);
-            return master;
+        if (auto master = master_address_of(reply->get())) {
+          {
+            std::lock_guard lk(mu_);
+            first_ = at;
           }
+          learned(*master);
+          return *master;
         }
         failure = Status(errc::unavailable, "sentinel " + address(sentinels_[at]) + " does not know master '" +
                                                 master_name_ + "'");
@@ -117,13 +100,11 @@ Status MasterLocator::check(Connection& connection, const Endpoint& at, steady::
   const std::string_view role[] = {"ROLE"};
   auto reply = connection.command(role, deadline, "checking the role of " + address(at));
   if (!reply) return reply.status();
-  const redisReply* r = reply->get();
-  const std::string_view role_name =
-      r->type == REDIS_REPLY_ARRAY && r->elements >= 1 ? text_of(r->element[0]) : std::string_view("?");
+  const std::string role_name = role_of(reply->get());
   if (role_name == "master") return {};
   failed(at);
   return Status(errc::unavailable, "redis+sentinel url " + url_ + ": " + address(at) + " is not a master (ROLE: " +
-                                       std::string(role_name) +
+                                       role_name +
                                        "); a failover is under way, or the sentinels' answer was stale");
 }
 
@@ -148,15 +129,7 @@ void MasterLocator::learned(const Endpoint& at) {
 // "+switch-master <name> <old ip> <old port> <new ip> <new port>"
 void MasterLocator::on_message(std::string_view channel, std::string_view payload) {
   if (channel != "+switch-master") return;
-  std::vector<std::string_view> words;
-  while (!payload.empty()) {
-    const auto cut = payload.find(' ');
-    words.push_back(payload.substr(0, cut));
-    if (cut == std::string_view::npos) break;
-    payload.remove_prefix(cut + 1);
-  }
-  if (words.size() != 5 || words[0] != master_name_) return;
-  if (auto port = port_of(words[4])) learned(Endpoint{std::string(words[3]), port});
+  if (auto master = switched_master_of(payload, master_name_)) learned(*master);
 }
 
 Status MasterLocator::start(std::function<bool()> on_switch, steady::time_point deadline) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "backends/redis/options.h"
+#include "backends/redis/replies.h"
 #include "backends/redis/session.h"
 #include "backends/redis/subscriber.h"
 #include "core/barrier_driver.h"
@@ -12,7 +13,6 @@
 
 #include <hiredis.h>
 
-#include <charconv>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,22 +79,6 @@ class WatchSlot {
   std::shared_ptr<Subscriber::Slot> slot_;
   std::string entry_;
 };
-
-inline std::int64_t integer(const redisReply* r) {
-  return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-}
-
-// A string reply holding exactly a decimal T, else nullopt.
-template <class T>
-std::optional<T> number(const redisReply* r) {
-  if (!r || r->type != REDIS_REPLY_STRING) return std::nullopt;
-  T value{};
-  auto [ptr, ec] = std::from_chars(r->str, r->str + r->len, value);
-  if (ec != std::errc{} || ptr != r->str + r->len) return std::nullopt;
-  return value;
-}
-inline std::optional<std::int64_t> signed_number(const redisReply* r) { return number<std::int64_t>(r); }
-inline std::optional<std::uint64_t> unsigned_number(const redisReply* r) { return number<std::uint64_t>(r); }
 
 inline Status unexpected(std::string_view step) {
   return Status(errc::internal, "redis backend: " + std::string(step) + ": unexpected reply from the script");

@@ -1,6 +1,7 @@
 #include "backends/redis/subscriber.h"
 
 #include "backends/redis/errors.h"
+#include "backends/redis/replies.h"
 
 #include <hiredis.h>
 #include <poll.h>
@@ -8,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <vector>
 
 namespace dlock::detail::redis {
@@ -144,44 +144,18 @@ void Subscriber::wake_all() {
 // ms>\n<lease ms>" after the name says the release handed the lock to it.
 // (Owners hold no '/', names no control characters.)
 void Subscriber::dispatch(const redisReply* r) {
-  if (!is_array_starting(r, "message") || r->elements != 3 || r->element[2]->type != REDIS_REPLY_STRING) return;
-  std::string_view payload(r->element[2]->str, r->element[2]->len);
-  if (on_message_) {
-    if (r->element[1]->type == REDIS_REPLY_STRING) on_message_({r->element[1]->str, r->element[1]->len}, payload);
-    return;
-  }
-  auto slash = payload.find('/');
-  auto newline = payload.find('\n');
-  if (slash == std::string_view::npos || newline == std::string_view::npos || newline < slash) return;
-  std::string_view who = payload.substr(slash + 1, newline - slash - 1);
-  const auto owner_end = who.find('/');
-  if (owner_end == std::string_view::npos) return;
-  std::string owner(who.substr(0, owner_end));
-  std::string_view nonce = who.substr(owner_end + 1);
-  std::string_view rest = payload.substr(newline + 1);
-  std::vector<std::string_view> fields;
-  for (auto cut = rest.find('\n'); cut != std::string_view::npos; cut = rest.find('\n')) {
-    fields.push_back(rest.substr(0, cut));
-    rest.remove_prefix(cut + 1);
-  }
-  fields.push_back(rest);
+  const auto message = message_of(r);
+  if (!message) return;
+  if (on_message_) return on_message_(message->channel, message->payload);
+  const auto wake = wake_of(message->payload);
+  if (!wake) return;
   std::optional<Handover> handover;
-  if (fields.size() == 4) {
-    Handover h;
-    auto number = [](std::string_view text, auto& value) {
-      auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-      return ec == std::errc{} && ptr == text.data() + text.size();
-    };
-    if (!number(fields[1], h.token) || !number(fields[2], h.server_ms) || !number(fields[3], h.lease_ms)) return;
-    handover = h;
-  } else if (fields.size() != 1) {
-    return;
-  }
+  if (wake->handover) handover = Handover{.token = wake->token, .server_ms = wake->server_ms, .lease_ms = wake->lease_ms};
   std::function<void()> call;
   {
     std::lock_guard lk(mu_);
-    auto it = slots_.find(owner);
-    if (it == slots_.end() || it->second->name != fields[0] || it->second->nonce != nonce) return;
+    auto it = slots_.find(std::string(wake->owner));
+    if (it == slots_.end() || it->second->name != wake->name || it->second->nonce != wake->nonce) return;
     if (handover) it->second->handover = handover;
     call = notify(*it->second);
   }

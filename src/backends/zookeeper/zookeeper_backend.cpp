@@ -36,6 +36,7 @@
 // enforced by this client: at its end the node is deleted.
 #include "backends/zookeeper/barrier.h"
 #include "backends/zookeeper/config.h"
+#include "backends/zookeeper/contenders.h"
 #include "backends/zookeeper/counter.h"
 #include "backends/zookeeper/latch.h"
 #include "backends/zookeeper/semaphore.h"
@@ -56,65 +57,6 @@ namespace zookeeper {
 namespace {
 
 using std::chrono::milliseconds;
-
-constexpr std::string_view lock_marker = "-lock-";
-constexpr std::string_view read_marker = "__READ__";
-constexpr std::string_view write_marker = "__WRIT__";
-constexpr std::string_view latch_marker = "-latch-";
-constexpr std::string_view lease_marker = "-lease-";
-
-// What follows "_c_<uuid>-" in a contender's node name, per primitive:
-// Curator's InterProcessMutex ("lock-"), InterProcessReadWriteLock and
-// LeaderLatch ("latch-").
-std::string_view node_name(LockKind kind) {
-  switch (kind) {
-    case LockKind::write: return write_marker;
-    case LockKind::read: return read_marker;
-    case LockKind::latch: return latch_marker.substr(1);
-    default: return lock_marker.substr(1);
-  }
-}
-
-bool is_contender(std::string_view child, LockKind kind) {
-  if (kind == LockKind::mutex) return child.find(lock_marker) != std::string_view::npos;
-  if (kind == LockKind::latch) return child.find(latch_marker) != std::string_view::npos;
-  return child.find(read_marker) != std::string_view::npos || child.find(write_marker) != std::string_view::npos;
-}
-
-// The sequence number ZooKeeper appended: the last 10 digits (what
-// Curator sorts by, the part after the node name).
-std::string_view sequence_of(std::string_view child) {
-  return child.substr(child.size() - std::min<std::size_t>(10, child.size()));
-}
-
-// A lock's contender nodes of that primitive, lowest sequence first.
-std::vector<std::string> contenders(std::vector<std::string> children, LockKind kind) {
-  std::erase_if(children, [&](const std::string& c) { return !is_contender(c, kind); });
-  std::sort(children.begin(), children.end(),
-            [](const std::string& a, const std::string& b) { return sequence_of(a) < sequence_of(b); });
-  return children;
-}
-
-// Who holds what among one node's children, (child, kind) — kind as in
-// LockInfo::kind: the lowest "-lock-" node (mutex), the lowest "-latch-"
-// node (leader), and in a read-write lock the writer at the head or the
-// readers before the first writer.
-std::vector<std::pair<std::string, std::string>> holders(const std::vector<std::string>& children) {
-  std::vector<std::pair<std::string, std::string>> out;
-  if (auto q = contenders(children, LockKind::mutex); !q.empty()) out.emplace_back(q.front(), "mutex");
-  if (auto q = contenders(children, LockKind::latch); !q.empty()) out.emplace_back(q.front(), "leader");
-  const auto rw = contenders(children, LockKind::read);
-  const auto is_writer = [](const std::string& node) { return node.find(write_marker) != std::string::npos; };
-  if (!rw.empty() && is_writer(rw.front())) {
-    out.emplace_back(rw.front(), "write");
-  } else {
-    for (const auto& node : rw) {
-      if (is_writer(node)) break;
-      out.emplace_back(node, "read");
-    }
-  }
-  return out;
-}
 
 std::string basename(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
@@ -152,9 +94,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     const std::string what = "name '" + std::string(name) + "'";
     for (auto segment : path_segments(name)) {
       if (Status s = check_segment(segment, what); !s) return s;
-      if (segment.starts_with("_c_") || segment.find(lock_marker) != std::string_view::npos ||
-          segment.find(latch_marker) != std::string_view::npos || segment.find(read_marker) != std::string_view::npos ||
-          segment.find(write_marker) != std::string_view::npos)
+      if (looks_like_contender(segment))
         return Status(errc::invalid_argument, what + ": segment '" + std::string(segment) +
                                                   "' looks like a lock's contender node (_c_..., -lock-, "
                                                   "-latch-, __READ__, __WRIT__); ZooKeeper recipes would "
@@ -478,36 +418,22 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
                          std::vector<std::string> children, steady::time_point sent, steady::time_point deadline,
                          const std::string& step, bool waiting) {
     const auto queue = contenders(std::move(children), request.kind);
-    const auto ours = std::find(queue.begin(), queue.end(), basename(c.node));
-    auto blocker = queue.end();  // the node to watch
-    bool last_blocker = false;
-    std::string then_watch;
-    if (ours != queue.end() && ours != queue.begin()) {
-      if (request.kind != LockKind::read) {
-        const auto before = ours - queue.begin();
-        blocker = before == 1 ? ours - 1 : ours - 2;
-        last_blocker = before == 1;
-        if (before == 2) then_watch = path + "/" + *(ours - 1);
-      } else {
-        const auto writes = [](const std::string& n) { return n.find(write_marker) != std::string::npos; };
-        blocker = std::find_if(queue.begin(), ours, writes);
-        if (blocker == ours) blocker = queue.end();
-        else last_blocker = std::count_if(queue.begin(), ours, writes) == 1;
-      }
-    }
-    if (ours != queue.end() && blocker == queue.end()) return grant(request, c, sent);
+    const QueuePlace place = place_in_queue(queue, basename(c.node), request.kind);
+    if (place.ours && !place.blocker) return grant(request, c, sent);
     if (!waiting) {
       session_.discard(c.node, deadline);
       return Attempt(Busy{});
     }
-    if (ours == queue.end()) {
+    if (!place.ours) {
       // Our node is gone (deleted by someone, or with an expired session):
       // take a new place at once.
       c.node.clear();
       c.signal->notify(false);
       return Attempt(Busy{});
     }
-    return watch_blocker(request, c, path + "/" + *blocker, last_blocker, std::move(then_watch), sent, deadline, step);
+    return watch_blocker(request, c, path + "/" + queue[*place.blocker], place.last_blocker,
+                         place.then_watch ? path + "/" + queue[*place.then_watch] : std::string(), sent, deadline,
+                         step);
   }
 
   // Watches `node`, a node before ours. `last`: it is the only one left

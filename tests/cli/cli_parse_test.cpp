@@ -1,0 +1,74 @@
+// The dlock tool's command line read without running anything
+// (tools/dlock/parse.h): bad arguments are refused with exit status 64 and
+// a message naming the argument; good ones give a command to run, and
+// reading them connects to nothing (a store that is down is not noticed).
+#include "parse.h"
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace dlock::cli {
+namespace {
+
+CommandLine parse(std::initializer_list<const char*> args) {
+  std::vector<const char*> argv = {"dlock"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back(nullptr);
+  return parse_command_line(static_cast<int>(argv.size() - 1), argv.data());
+}
+
+// The usage error of `args`: asserts there is one.
+std::string refused(std::initializer_list<const char*> args) {
+  const CommandLine line = parse(args);
+  EXPECT_FALSE(line.run);
+  EXPECT_EQ(line.exit, exit_usage);
+  return line.err;
+}
+
+TEST(CliParse, RefusesBadArgumentsNamingThem) {
+  EXPECT_NE(refused({"run", "--elect", "--permits", "2", "job", "true"}).find("--elect and --permits"),
+            std::string::npos);
+  EXPECT_NE(refused({"run", "--permits", "-3", "job", "true"}).find("--permits: must be >= 1"), std::string::npos);
+  EXPECT_NE(refused({"run", "--lease", "forever", "job", "true"}).find("--lease"), std::string::npos);
+  EXPECT_NE(refused({"run", "--max-run", "0s", "job", "true"}).find("--max-run: must be > 0"), std::string::npos);
+  EXPECT_NE(refused({"run", "--bogus", "job", "true"}).find("--bogus"), std::string::npos);
+  EXPECT_NE(refused({"run", "job"}).find("command"), std::string::npos);
+  EXPECT_NE(refused({"bench", "-w", "contended", "--seconds", "0"}).find("--seconds: must be > 0"), std::string::npos);
+  EXPECT_NE(refused({"bench", "-w", "uncontended", "-p", "2"}).find("--workload uncontended"), std::string::npos);
+  EXPECT_NE(refused({"bench", "-w", "sideways"}).find("--workload"), std::string::npos);
+  EXPECT_NE(refused({"demo", "--modes", "none,bogus"}).find("--modes: unknown mode 'bogus'"), std::string::npos);
+  EXPECT_NE(refused({"demo", "--time-limit", "0s"}).find("--time-limit"), std::string::npos);
+  EXPECT_NE(refused({"status", "--json", "--metrics"}).find("--metrics"), std::string::npos);
+  EXPECT_NE(refused({}).find("subcommand"), std::string::npos);
+}
+
+TEST(CliParse, HelpAndVersionArePrintedNotRun) {
+  const CommandLine help = parse({"--help"});
+  EXPECT_FALSE(help.run);
+  EXPECT_EQ(help.exit, 0);
+  EXPECT_NE(help.out.find("run"), std::string::npos);
+  const CommandLine version = parse({"--version"});
+  EXPECT_EQ(version.exit, 0);
+  EXPECT_NE(version.out.find("dlock 0.1.0"), std::string::npos);
+}
+
+// Port 1 on loopback refuses every connection: had parsing connected, the
+// URL's store being down would have shown.
+TEST(CliParse, GoodArgumentsGiveACommandWithoutConnecting) {
+  for (auto args : {std::initializer_list<const char*>{"run", "--backend", "redis://127.0.0.1:1", "--wait", "1s",
+                                                       "job", "--", "true"},
+                    std::initializer_list<const char*>{"status", "--backend", "redis://127.0.0.1:1", "--json"},
+                    std::initializer_list<const char*>{"bench", "-w", "contended", "--backend", "redis://127.0.0.1:1",
+                                                       "--seconds", "1"}}) {
+    const CommandLine line = parse(args);
+    EXPECT_TRUE(line.run) << line.err;
+    EXPECT_EQ(line.err, "");
+    EXPECT_EQ(line.out, "");
+  }
+}
+
+}  // namespace
+}  // namespace dlock::cli
