@@ -11,6 +11,8 @@
 //     client keeps taking turns afterwards (no hang), a release is never
 //     lost (the lock is free at once when all are done), and the lock's
 //     keys are on the new master;
+//   - wake-ups reach only the shard that owns the lock, and follow its slot
+//     when it migrates;
 //   - many names spread over every master;
 //   - seeds of two clusters, and a seed that is not a cluster node, are
 //     refused; bad URLs are refused naming the argument; dead seeds fail
@@ -225,6 +227,62 @@ TEST_F(RedisClusterFault, FailoverDuringAContendedRunKeepsMutualExclusion) {
   ASSERT_NE(new_master, old_master);
   EXPECT_EQ(master_of(slot), new_master);
   expect_lock_on(name, new_master);
+}
+
+// Wake-ups are sharded: a waiter SSUBSCRIBEs on the master of its lock's
+// slot only (no other node has the channel, no node has a classic one), a
+// release there wakes it at once (well before core's 500 ms retry), and
+// when the slot migrates while it waits the server drops the subscription,
+// the client subscribes again on the new master and the next release there
+// still wakes it at once.
+TEST_F(RedisClusterFault, WakeUpsGoToTheOwningShardAndFollowAMigration) {
+  const std::string name = "parcels", slot = slot_of(name);
+  const std::string from = master_of(slot);
+  ASSERT_FALSE(from.empty());
+  const std::string to = from == masters_[0] ? masters_[1] : masters_[0];
+  auto channels_on = [&](const std::string& port) { return cli(port, "PUBSUB SHARDCHANNELS 'dlock:{" + name + "}:*'"); };
+  auto holder = dlock::connect(url_, {.op_timeout = 1s});
+  auto waiter = dlock::connect(url_, {.op_timeout = 1s});
+  auto held = holder->mutex(name, {.lease = 30s});
+  auto wanted = waiter->mutex(name, {.lease = 30s});
+  // One turn: `held` is taken, the waiter queues, `between` runs, then the
+  // release; how long the waiter took to get the lock after it.
+  auto turn = [&](const std::function<void()>& between) {
+    EXPECT_TRUE(held.try_lock_for(scaled(2s)));
+    std::atomic<bool> got{false};
+    steady::time_point got_at{};
+    std::thread t([&] {
+      if (wanted.try_lock_for(scaled(10s))) {
+        got_at = steady::now();
+        got = true;
+        wanted.unlock();  // (on the thread that holds it)
+      }
+    });
+    std::this_thread::sleep_for(200ms);  // queued and subscribed
+    between();
+    const auto released = steady::now();
+    held.unlock();
+    t.join();
+    EXPECT_TRUE(got) << "the waiter never got the lock";
+    return got ? ms(got_at - released) : -1;
+  };
+  const long long first = turn([&] {
+    for (const auto& port : masters_) {
+      if (port == from) EXPECT_NE(channels_on(port), "") << "the waiter is not subscribed on the lock's master";
+      else EXPECT_EQ(channels_on(port), "") << "master " << port << " has the lock's channel";
+      EXPECT_EQ(cli(port, "PUBSUB CHANNELS '*'"), "") << "a classic channel on " << port;
+    }
+  });
+  const long long moved = turn([&] {
+    EXPECT_EQ(trimmed(script("migrate " + slot + " " + to)), from);
+    EXPECT_TRUE(eventually([&] { return channels_on(to) != ""; }, 2s)) << "not subscribed again on the new master";
+    EXPECT_EQ(channels_on(from), "");
+  });
+  std::printf("woken %lld ms after the release; after the slot moved, %lld ms\n", first, moved);
+  EXPECT_GE(first, 0);
+  EXPECT_LT(first, scaled(250ms).count());
+  EXPECT_GE(moved, 0);
+  EXPECT_LT(moved, scaled(250ms).count());
 }
 
 // Names land on every master, and one client holds locks on all of them at

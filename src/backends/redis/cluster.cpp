@@ -36,9 +36,7 @@ struct Redirect {
   int slot = -1;
   Endpoint at;
 };
-std::optional<Redirect> redirect_of(const redisReply* r, const Endpoint& asked) {
-  if (!r || r->type != REDIS_REPLY_ERROR) return std::nullopt;
-  std::string_view text = text_of(r);
+std::optional<Redirect> redirect_of(std::string_view text, const Endpoint& asked) {
   Redirect out;
   if (text.starts_with("MOVED "))
     text.remove_prefix(6);
@@ -58,6 +56,10 @@ std::optional<Redirect> redirect_of(const redisReply* r, const Endpoint& asked) 
   out.at = Endpoint{host.empty() ? asked.host : host, static_cast<std::uint16_t>(port)};
   return out;
 }
+std::optional<Redirect> redirect_of(const redisReply* r, const Endpoint& asked) {
+  if (!r || r->type != REDIS_REPLY_ERROR) return std::nullopt;
+  return redirect_of(text_of(r), asked);
+}
 
 bool error_starts(const redisReply* r, std::string_view word) {
   return r && r->type == REDIS_REPLY_ERROR && text_of(r).starts_with(word);
@@ -68,7 +70,7 @@ bool same(const Endpoint& a, const Endpoint& b) {
 }
 
 // A connection's settings for one node: the URL's, at that address.
-Config node_config(const Config& base, const Endpoint& at) {
+Config config_for(const Config& base, const Endpoint& at) {
   Config c = base;
   c.host = at.host;
   c.port = at.port.value_or(6379);
@@ -81,7 +83,7 @@ Config node_config(const Config& base, const Endpoint& at) {
 }  // namespace
 
 struct ClusterRouter::Node {
-  Node(const Config& base, const Endpoint& at) : config(node_config(base, at)), pool(config) {}
+  Node(const Config& base, const Endpoint& at) : config(config_for(base, at)), pool(config) {}
   const Config config;
   Pool pool;
 };
@@ -90,11 +92,28 @@ ClusterRouter::ClusterRouter(const Config& config) : config_(config) {}
 
 ClusterRouter::~ClusterRouter() = default;
 
-Pool& ClusterRouter::pool(const Endpoint& at) {
+ClusterRouter::Node& ClusterRouter::node(const Endpoint& at) {
   std::lock_guard lk(mu_);
-  auto& node = nodes_[address(at)];
-  if (!node) node = std::make_unique<Node>(config_, at);
-  return node->pool;
+  auto& n = nodes_[address(at)];
+  if (!n) n = std::make_unique<Node>(config_, at);
+  return *n;
+}
+
+Pool& ClusterRouter::pool(const Endpoint& at) { return node(at).pool; }
+
+const Config& ClusterRouter::node_config(const Endpoint& at) { return node(at).config; }
+
+std::optional<Endpoint> ClusterRouter::master_of(int slot, bool reread, steady::time_point deadline) {
+  if (reread) (void)refresh(deadline, nullptr);
+  auto map = slot_map();
+  if (!map || slot < 0 || slot > 16383) return std::nullopt;
+  const int owner = map->owner[static_cast<std::size_t>(slot)];
+  if (owner < 0) return std::nullopt;
+  return map->masters[static_cast<std::size_t>(owner)];
+}
+
+void ClusterRouter::redirected(std::string_view error, const Endpoint& asked) {
+  if (auto redirect = redirect_of(error, asked); redirect && !redirect->ask) moved(redirect->slot, redirect->at);
 }
 
 std::shared_ptr<const ClusterRouter::SlotMap> ClusterRouter::slot_map() {

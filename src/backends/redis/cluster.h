@@ -20,11 +20,9 @@
 // again on one that answers NOSCRIPT (a promoted replica: SCRIPT LOAD is
 // not replicated), before the command goes there again.
 //
-// Wake-ups are PUBLISHed by the scripts and reach the client's subscriber
-// on whichever node it is connected to (classic pub/sub is broadcast over
-// the cluster bus). Limit: each release message is copied to every node;
-// sharded pub/sub (SPUBLISH) needs the channel in the lock's slot, which
-// the scripts do not do yet (docs/backends.md).
+// Wake-ups are sharded: the scripts SPUBLISH on a channel in the lock's
+// slot, and the subscriber (subscriber.h) asks the router which master to
+// SSUBSCRIBE on (SlotOwners), so a release is heard by that shard only.
 //
 // Replication is asynchronous, as with redis+sentinel: a failover can lose
 // a lock that had not reached the promoted replica (docs/backends.md).
@@ -32,6 +30,7 @@
 
 #include "backends/redis/options.h"
 #include "backends/redis/session.h"
+#include "backends/redis/subscriber.h"
 
 #include <array>
 #include <map>
@@ -42,7 +41,7 @@
 
 namespace dlock::detail::redis {
 
-class ClusterRouter final : public Commands {
+class ClusterRouter final : public Commands, public SlotOwners {
  public:
   // `config`: the redis+cluster URL's (seeds, options); it outlives the router.
   explicit ClusterRouter(const Config& config);
@@ -61,6 +60,11 @@ class ClusterRouter final : public Commands {
   Result<std::string> load(Script script, steady::time_point deadline) override;
   Result<std::vector<Pool*>> shards(steady::time_point deadline) override;
 
+  // SlotOwners (the sharded subscriber's).
+  std::optional<Endpoint> master_of(int slot, bool reread, steady::time_point deadline) override;
+  void redirected(std::string_view error, const Endpoint& asked) override;
+  const Config& node_config(const Endpoint& at) override;
+
  private:
   // Which master serves each slot (an index into masters, -1 none).
   struct SlotMap {
@@ -69,6 +73,7 @@ class ClusterRouter final : public Commands {
   };
   struct Node;
 
+  Node& node(const Endpoint& at);
   Pool& pool(const Endpoint& at);
   std::shared_ptr<const SlotMap> slot_map();
   // Reads CLUSTER SLOTS (from `first`, else the masters, else the seeds);

@@ -10,7 +10,9 @@
 //   <prefix>{<name>}:queue    list  waiter entries "<client id>/<owner>", oldest first
 //   <prefix>{<name>}:waiters  zset  entry -> liveness deadline (server ms);
 //                                   both expire with their latest deadline
-// Channel: <prefix>client:<client id>, one per Client, carries wake-ups.
+// Channel: <prefix>client:<client id>, one per Client, carries wake-ups;
+// redis+cluster: <prefix>{<name>}:client:<client id>, one per name a Client
+// waits on, in the name's slot (sharded pub/sub: only its master hears it).
 //
 // Round trips: an uncontended acquire is one EVALSHA, a release one; a
 // renewal batch is one pipeline. Re-entry is core's. Calls from concurrent
@@ -200,11 +202,12 @@ class RedisBackend final : public Backend, public LockDriver {
         held_(locator_ ? std::make_shared<HeldGrants>() : nullptr),
         config_(reporting_to(std::move(config), events())),
         client_id_(std::move(client_id)),
-        channel_prefix_(config_.prefix + "client:"),
+        // (redis+cluster: "", the scripts SPUBLISH on the name's channel, Store::channel)
+        channel_prefix_(config_.seeds.empty() ? config_.prefix + "client:" : std::string()),
         commands_(config_.seeds.empty() ? std::unique_ptr<Commands>(std::make_unique<Pool>(config_))
                                          : std::make_unique<ClusterRouter>(config_)),
         pool_(*commands_),
-        subscriber_(config_, channel_prefix_ + client_id_),
+        subscriber_(config_, channel_prefix_ + client_id_, {}, dynamic_cast<ClusterRouter*>(commands_.get())),
         store_{config_, pool_, subscriber_, client_id_, channel_prefix_},
         counters_(make_counters(store_)),
         latches_(make_latches(store_)),
@@ -225,11 +228,7 @@ class RedisBackend final : public Backend, public LockDriver {
     if (auto* router = dynamic_cast<ClusterRouter*>(commands_.get()))
       if (Status s = router->start(deadline); !s) return s;
     if (Status s = pool_.load_all(deadline); !s) return s;
-    // (redis+cluster: a seed that is down is skipped, the next one tried)
-    Status subscribed = subscriber_.start(deadline);
-    for (std::size_t i = 1; !subscribed && i < config_.seeds.size() && steady::now() < deadline; ++i)
-      subscribed = subscriber_.start(deadline);
-    if (!subscribed) return subscribed;
+    if (Status s = subscriber_.start(deadline); !s) return s;
     if (locator_) return locator_->start([this] { return revalidate(); }, deadline);
     return {};
   }
@@ -332,7 +331,7 @@ class RedisBackend final : public Backend, public LockDriver {
 
   std::unique_ptr<Waiter> watch(const LockRequest& request) override {
     // No round trip: the retry core makes right after this queues us.
-    return std::make_unique<RedisWaiter>(*this, subscriber_.add(slot_key(request), request.name), request.kind);
+    return std::make_unique<RedisWaiter>(*this, subscriber_.add(slot_key(request), request.name, store_.channel(request.name)), request.kind);
   }
 
   Status release(const LockRequest& request, Grant& grant) override {
@@ -601,7 +600,7 @@ class RedisBackend final : public Backend, public LockDriver {
     if (kind != LockKind::latch) return Status(errc::unsupported, "redis backend: holder() is for elections");
     const auto deadline = steady::now() + config_.op_timeout;
     const std::string step = "reading the leader of '" + std::string(name) + "'";
-    WatchSlot slot(store_, watch, observer_tag(name));
+    WatchSlot slot(store_, watch, name, observer_tag(name));
     const std::string base = config_.prefix + "{" + std::string(name) + "}:";
     const std::string lock = base + "leader", observers = base + "leader:observers", ttl = ms(watcher_ttl);
     const std::string_view keys[] = {lock, observers};
@@ -847,10 +846,6 @@ Result<std::unique_ptr<Backend>> open_redis_backend(const Url& url, const Client
   if (url.scheme == "redis+sentinel") {
     locator = std::make_shared<MasterLocator>(*config);
     config->discovery = locator;
-  } else if (url.scheme == "redis+cluster") {
-    // The subscriber's connection (commands go through the ClusterRouter):
-    // any node hears every PUBLISH; each seed in turn.
-    config->discovery = std::make_shared<Rotation>(config->seeds);
   }
   auto backend = std::make_unique<RedisBackend>(std::move(*config), std::move(*client_id), std::move(locator));
   if (Status s = backend->start(); !s) return s;
