@@ -13,6 +13,7 @@
 //     keys are on the new master;
 //   - wake-ups reach only the shard that owns the lock, and follow its slot
 //     when it migrates;
+//   - after a failover, holds in the moved slots are re-validated at once;
 //   - many names spread over every master;
 //   - seeds of two clusters, and a seed that is not a cluster node, are
 //     refused; bad URLs are refused naming the argument; dead seeds fail
@@ -283,6 +284,37 @@ TEST_F(RedisClusterFault, WakeUpsGoToTheOwningShardAndFollowAMigration) {
   EXPECT_LT(first, scaled(250ms).count());
   EXPECT_GE(moved, 0);
   EXPECT_LT(moved, scaled(250ms).count());
+}
+
+// Holds in slots that moved are re-validated on their new master as soon as
+// the client sees the move (here: a MOVED on another call in the slot; the
+// whole map is then re-read), not at their next renewal: a hold the new
+// master lacks (its key deleted there, as if the write had not been
+// replicated) is lost at once; one it has is kept.
+TEST_F(RedisClusterFault, HoldsInAFailedOverSlotAreRevalidatedAtOnce) {
+  const std::string name = "ledger", slot = slot_of(name);
+  const std::string old_master = master_of(slot);
+  ASSERT_FALSE(old_master.empty());
+  auto client = dlock::connect(url_, {.op_timeout = 1s});
+  // Long leases: their renewals come long after the test.
+  auto gone = client->mutex(name, {.lease = 60s});
+  auto kept = client->mutex(name + "}kept", {.lease = 60s});  // (same hash tag: same slot)
+  ASSERT_TRUE(gone.try_lock());
+  ASSERT_TRUE(kept.try_lock());
+  const std::string new_master = trimmed(script("failover " + old_master));
+  ASSERT_NE(new_master, old_master);
+  ASSERT_EQ(cli(new_master, "DEL 'dlock:{" + name + "}:lock'"), "1");
+  EXPECT_FALSE(gone.lost());
+  const auto noticed = steady::now();
+  auto probe = client->mutex(name + "}probe");  // answered MOVED by the old master
+  EXPECT_TRUE(probe.try_lock_for(scaled(2s)));
+  EXPECT_TRUE(eventually([&] { return gone.lost(); }, 2s)) << "the hold the new master lacks was not lost";
+  std::printf("lost %lld ms after the client met the moved slot (lease 60 s)\n", ms(steady::now() - noticed));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(kept.lost()) << "a hold the new master has was reported lost";
+  EXPECT_EQ(gone.unlock_checked().code(), errc::lock_lost);
+  EXPECT_TRUE(kept.unlock_checked().ok());
+  probe.unlock();
 }
 
 // Names land on every master, and one client holds locks on all of them at

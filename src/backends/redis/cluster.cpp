@@ -228,8 +228,12 @@ Status ClusterRouter::refresh(steady::time_point deadline, const Endpoint* first
       errors += (errors.empty() ? "" : "; ") + address(at) + " serves no slots";
       continue;
     }
-    std::lock_guard lk(mu_);
-    map_ = std::move(map);
+    std::set<int> changed;
+    {
+      std::lock_guard lk(mu_);
+      changed = install(std::move(map));
+    }
+    if (!changed.empty() && on_moved_) on_moved_(changed);
     return {};
   }
   return Status(errc::unavailable,
@@ -237,14 +241,32 @@ Status ClusterRouter::refresh(steady::time_point deadline, const Endpoint* first
 }
 
 void ClusterRouter::moved(int slot, const Endpoint& at) {
-  std::lock_guard lk(mu_);
-  auto map = map_ ? std::make_shared<SlotMap>(*map_) : std::make_shared<SlotMap>();
-  if (!map_) map->owner.fill(-1);
-  auto it = std::find_if(map->masters.begin(), map->masters.end(), [&](const Endpoint& e) { return same(e, at); });
-  const auto index = static_cast<std::int16_t>(it - map->masters.begin());
-  if (it == map->masters.end()) map->masters.push_back(at);
-  map->owner[static_cast<std::size_t>(slot)] = index;
+  std::set<int> changed;
+  {
+    std::lock_guard lk(mu_);
+    auto map = map_ ? std::make_shared<SlotMap>(*map_) : std::make_shared<SlotMap>();
+    if (!map_) map->owner.fill(-1);
+    auto it = std::find_if(map->masters.begin(), map->masters.end(), [&](const Endpoint& e) { return same(e, at); });
+    const auto index = static_cast<std::int16_t>(it - map->masters.begin());
+    if (it == map->masters.end()) map->masters.push_back(at);
+    map->owner[static_cast<std::size_t>(slot)] = index;
+    changed = install(std::move(map));
+  }
+  if (!changed.empty() && on_moved_) on_moved_(changed);
+}
+
+std::set<int> ClusterRouter::install(std::shared_ptr<const SlotMap> map) {
+  std::set<int> changed;
+  if (map_)
+    for (int slot = 0; slot < 16384; ++slot) {
+      const int was = map_->owner[static_cast<std::size_t>(slot)], now = map->owner[static_cast<std::size_t>(slot)];
+      // (a slot no master serves yet is counted once one does)
+      if (now >= 0 && (was < 0 || !same(map_->masters[static_cast<std::size_t>(was)],
+                                        map->masters[static_cast<std::size_t>(now)])))
+        changed.insert(slot);
+    }
   map_ = std::move(map);
+  return changed;
 }
 
 Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std::string_view step) {

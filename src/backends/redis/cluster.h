@@ -25,7 +25,10 @@
 // SSUBSCRIBE on (SlotOwners), so a release is heard by that shard only.
 //
 // Replication is asynchronous, as with redis+sentinel: a failover can lose
-// a lock that had not reached the promoted replica (docs/backends.md).
+// a lock that had not reached the promoted replica (docs/backends.md). The
+// router tells the backend (on_moved) which slots a re-read map or a MOVED
+// shows on another master than before, and the backend re-validates the
+// holds in them there at once (revalidator.h).
 #pragma once
 
 #include "backends/redis/options.h"
@@ -36,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +55,10 @@ class ClusterRouter final : public Commands, public SlotOwners {
   // node without cluster support, are refused (invalid_argument); seeds
   // that do not answer are skipped if one does. Then reads the slot map.
   Status start(steady::time_point deadline);
+  // `listener` is called, on the thread that noticed and without the
+  // router's lock, with the slots a new map or a MOVED shows served by
+  // another master than before. Set before start(), not changed afterwards.
+  void on_moved(std::function<void(const std::set<int>&)> listener) { on_moved_ = std::move(listener); }
 
   Replies run(const Batch& batch, steady::time_point deadline, std::string_view step) override;
   // Runs the batch and hands `done` its replies (a redirection needs the
@@ -81,8 +89,12 @@ class ClusterRouter final : public Commands, public SlotOwners {
   Status refresh(steady::time_point deadline, const Endpoint* first, bool now = false);
   // A MOVED answer: `slot` is on `at` now.
   void moved(int slot, const Endpoint& at);
+  // Makes `map` the slot map (mu_ held); the slots it moved (a served slot
+  // now on another master).
+  std::set<int> install(std::shared_ptr<const SlotMap> map);
 
   const Config& config_;
+  std::function<void(const std::set<int>&)> on_moved_;
   std::mutex mu_;
   std::shared_ptr<const SlotMap> map_;                  // mu_
   std::map<std::string, std::unique_ptr<Node>> nodes_;  // mu_; by "host:port", never removed
