@@ -330,8 +330,12 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
       g.batch.add_copy(batch, t.index);
       g.items.push_back(t);
     }
+    // Every master's part is written before any reply is waited for.
+    std::vector<Pool::Pending> pending;
+    for (auto& [where, g] : groups) pending.push_back(pool(g.at).start(g.batch, deadline, step));
+    std::size_t part = 0;
     for (auto& [where, g] : groups) {
-      Replies got = pool(g.at).run(g.batch, deadline, step);
+      Replies got = pool(g.at).finish(pending[part++], step);
       std::size_t at = 0;
       for (const Unsent& t : g.items) {
         if (t.ask) ++at;  // ASKING's +OK

@@ -15,8 +15,9 @@
 //     map, which then names the promoted replica (a failed call is not sent
 //     again: it may have run).
 // Each master has its own Pool (pipelined, session.h); a batch whose
-// commands go to several masters is split, one sub-batch per master, and
-// its replies put back in order. Scripts are loaded on every master, and
+// commands go to several masters is split, one sub-batch per master, all
+// written before any reply is read (Pool::start, Pool::finish: the round
+// trips overlap), and its replies put back in order. Scripts are loaded on every master, and
 // again on one that answers NOSCRIPT (a promoted replica: SCRIPT LOAD is
 // not replicated), before the command goes there again.
 //
