@@ -14,6 +14,8 @@
 //   - wake-ups reach only the shard that owns the lock, and follow its slot
 //     when it migrates;
 //   - after a failover, holds in the moved slots are re-validated at once;
+//   - a SIGKILLed master: the replica is promoted, the clients follow it
+//     (the gap is printed; a double grant is possible and reported);
 //   - many names spread over every master;
 //   - seeds of two clusters, and a seed that is not a cluster node, are
 //     refused; bad URLs are refused naming the argument; dead seeds fail
@@ -25,6 +27,8 @@
 #include <dlock/dlock.h>
 
 #include <gtest/gtest.h>
+
+#include <signal.h>
 
 #include <atomic>
 #include <cstdio>
@@ -53,7 +57,7 @@ std::string cli(const std::string& port, const std::string& args) {
 class RedisClusterFault : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto out = script("start");
+    auto out = script("start");  // (CLUSTER_NODE_TIMEOUT_MS: node_timeout_ms_)
     std::ifstream in(dir_.path() + "/url");
     ASSERT_TRUE(std::getline(in, url_)) << "the cluster did not start: " << out;
     std::ifstream env(dir_.path() + "/env");
@@ -68,7 +72,7 @@ class RedisClusterFault : public ::testing::Test {
   void TearDown() override { (void)script("stop"); }
 
   std::string script(const std::string& args) {
-    return shell_output("REPLICAS=1 CLUSTER_NODE_TIMEOUT_MS=3000 " + std::string(DLOCK_CLUSTER_SCRIPT) + " " +
+    return shell_output("REPLICAS=1 CLUSTER_NODE_TIMEOUT_MS=" + node_timeout_ms_ + " " + std::string(DLOCK_CLUSTER_SCRIPT) + " " +
                         args.substr(0, args.find(' ')) + " " + dir_.path() +
                         (args.find(' ') == std::string::npos ? "" : args.substr(args.find(' '))) + " 2>&1");
   }
@@ -78,9 +82,15 @@ class RedisClusterFault : public ::testing::Test {
 
   // Clients taking turns on `name` (each turn a fenced write) while
   // `disturb` runs once they all have turns; then every client must take
-  // more turns, the resource must have seen no violation, and the lock
-  // must be free at once when they are done.
-  void contended_run(const std::string& name, const std::function<void()>& disturb);
+  // more turns, the resource must have seen no violation (if `strict`),
+  // and the lock must be free at once when they are done. The resource's
+  // counts, and the gap from the last acquisition before `disturb` began
+  // to the first after.
+  struct RunOutcome {
+    ResourceCounts counts;
+    long long gap_ms = -1;
+  };
+  RunOutcome contended_run(const std::string& name, const std::function<void()>& disturb, bool strict = true);
   // Takes `name` and expects its lock key on master `port`.
   void expect_lock_on(const std::string& name, const std::string& port) {
     auto client = dlock::connect(url_, {.op_timeout = 1s});
@@ -91,14 +101,19 @@ class RedisClusterFault : public ::testing::Test {
   }
 
   TempDir dir_;
+  std::string node_timeout_ms_ = "3000";
   std::string url_;
   std::vector<std::string> masters_;
 };
 
-void RedisClusterFault::contended_run(const std::string& name, const std::function<void()>& disturb) {
+RedisClusterFault::RunOutcome RedisClusterFault::contended_run(const std::string& name,
+                                                               const std::function<void()>& disturb, bool strict) {
   FencedResource resource(dir_.path() + "/resource", true);
   constexpr int workers = 4;
   std::atomic<bool> stop{false};
+  // When the disturbance began, the last acquisition before it, the first after (0: none).
+  std::atomic<steady::rep> disturbed_at{steady::time_point::max().time_since_epoch().count()};
+  std::atomic<steady::rep> last_before{0}, first_after{0};
   std::atomic<int> turns[workers] = {};
   std::atomic<int> errors{0};
   std::vector<std::shared_ptr<Client>> clients;
@@ -116,6 +131,14 @@ void RedisClusterFault::contended_run(const std::string& name, const std::functi
           ++errors;  // unavailable while the slot moves or the master changes: try again
           std::this_thread::sleep_for(20ms);
           continue;
+        }
+        const steady::rep at = steady::now().time_since_epoch().count();
+        if (at < disturbed_at.load()) {
+          for (auto seen = last_before.load(); seen < at && !last_before.compare_exchange_weak(seen, at);) {
+          }
+        } else {
+          steady::rep none = 0;
+          first_after.compare_exchange_strong(none, at);
         }
         if (resource.enter(m.token(), w + 1)) {
           std::this_thread::sleep_for(1ms);
@@ -135,6 +158,7 @@ void RedisClusterFault::contended_run(const std::string& name, const std::functi
   int before[workers];
   for (int w = 0; w < workers; ++w) before[w] = turns[w].load();
   const auto disturbed = steady::now();
+  disturbed_at = disturbed.time_since_epoch().count();
   disturb();
   // No hang: every client takes turns again.
   EXPECT_TRUE(eventually(
@@ -156,9 +180,15 @@ void RedisClusterFault::contended_run(const std::string& name, const std::functi
   m.unlock();
   const auto counts = resource.counts();
   EXPECT_GT(counts.accepted, 0u);
-  EXPECT_EQ(counts.overlaps, 0u) << "two holders at once";
-  EXPECT_EQ(counts.duplicate_tokens, 0u) << "a token issued twice";
-  EXPECT_EQ(counts.stale_rejected, 0u) << "a stale holder wrote";
+  if (strict) {
+    EXPECT_EQ(counts.overlaps, 0u) << "two holders at once";
+    EXPECT_EQ(counts.duplicate_tokens, 0u) << "a token issued twice";
+    EXPECT_EQ(counts.stale_rejected, 0u) << "a stale holder wrote";
+  }
+  RunOutcome out{counts, -1};
+  if (first_after.load() != 0 && last_before.load() != 0)
+    out.gap_ms = ms(steady::duration(first_after.load() - last_before.load()));
+  return out;
 }
 
 // The lock's slot moves to another master in the middle of the run: ASK
@@ -315,6 +345,42 @@ TEST_F(RedisClusterFault, HoldsInAFailedOverSlotAreRevalidatedAtOnce) {
   EXPECT_EQ(gone.unlock_checked().code(), errc::lock_lost);
   EXPECT_TRUE(kept.unlock_checked().ok());
   probe.unlock();
+}
+
+// A SIGKILLed master (no manual failover: its replica is promoted once the
+// other masters have taken it for failed, after cluster-node-timeout, here
+// 1.5 s) in the middle of a contended run: the clients find the promoted
+// replica and take turns again, and the lock is free at the end. The
+// resource may see a double grant (asynchronous replication: a lock taken
+// on the dead master and not yet replicated is granted again on the new
+// one, docs/backends.md): it is not asserted away, only reported, since
+// the fence (a newer token, or the same token refused) is what catches it.
+class KilledMaster : public RedisClusterFault {
+ protected:
+  KilledMaster() { node_timeout_ms_ = "1500"; }
+};
+
+TEST_F(KilledMaster, ClientsFindThePromotedReplicaAndKeepTakingTurns) {
+  const std::string name = "tickets", slot = slot_of(name);
+  const std::string old_master = master_of(slot);
+  ASSERT_FALSE(old_master.empty());
+  const std::string pid = trimmed(script("pid " + old_master));
+  ASSERT_FALSE(pid.empty());
+  const auto outcome = contended_run(
+      name,
+      [&] {
+        ASSERT_EQ(::kill(static_cast<pid_t>(std::stol(pid)), SIGKILL), 0);
+      },
+      false);
+  std::string promoted;
+  EXPECT_TRUE(eventually([&] { return (promoted = master_of(slot)) != old_master && !promoted.empty(); }, 5s));
+  std::printf("last acquisition before the kill -> first after: %lld ms (node timeout 1.5 s, lease 3 s); "
+              "resource: %llu accepted, %llu overlaps, %llu stale rejected, %llu duplicate tokens\n",
+              outcome.gap_ms, static_cast<unsigned long long>(outcome.counts.accepted),
+              static_cast<unsigned long long>(outcome.counts.overlaps),
+              static_cast<unsigned long long>(outcome.counts.stale_rejected),
+              static_cast<unsigned long long>(outcome.counts.duplicate_tokens));
+  EXPECT_GT(outcome.gap_ms, 0) << "no acquisition after the kill";
 }
 
 // Names land on every master, and one client holds locks on all of them at
