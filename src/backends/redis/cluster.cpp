@@ -90,7 +90,41 @@ struct ClusterRouter::Node {
 
 ClusterRouter::ClusterRouter(const Config& config) : config_(config) {}
 
-ClusterRouter::~ClusterRouter() = default;
+ClusterRouter::~ClusterRouter() {
+  {
+    std::lock_guard lk(bg_mu_);
+    stopping_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_thread_.joinable()) bg_thread_.join();
+}
+
+void ClusterRouter::run_background() {
+  std::unique_lock lk(bg_mu_);
+  for (;;) {
+    bg_cv_.wait(lk, [&] { return stopping_ || !resends_.empty() || !unread_.empty(); });
+    if (resends_.empty() && unread_.empty()) return;  // stopping, nothing left
+    auto unread = std::move(unread_);
+    unread_.clear();
+    auto resends = std::move(resends_);
+    resends_.clear();
+    bg_busy_ = true;
+    const bool closing = stopping_;
+    lk.unlock();
+    for (auto& [pool, until] : unread) pool->flush(until);  // (their callbacks may queue resends)
+    for (auto& r : resends) {
+      Replies got = closing ? Replies{{}, Status(errc::unavailable, "redis backend: the client is closing")}
+                            : run(r.batch, r.deadline, "sending a command again");
+      try {
+        r.done(std::move(got));
+      } catch (...) {
+      }
+    }
+    lk.lock();
+    bg_busy_ = false;
+    bg_cv_.notify_all();
+  }
+}
 
 ClusterRouter::Node& ClusterRouter::node(const Endpoint& at) {
   std::lock_guard lk(mu_);
@@ -398,7 +432,42 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
 }
 
 void ClusterRouter::send(const Batch& batch, steady::time_point deadline, std::function<void(Replies)> done) {
-  done(run(batch, deadline, "sending a command"));
+  // The one master every command goes to, if there is one.
+  auto map = slot_map();
+  int owner = -1;
+  for (std::size_t i = 0; map && i < batch.size(); ++i) {
+    const int slot = batch.slot(i);
+    const int o = map->owner[static_cast<std::size_t>(slot < 0 ? 0 : slot)];
+    if (o < 0 || (owner >= 0 && o != owner)) {
+      owner = -1;
+      break;
+    }
+    owner = o;
+  }
+  if (owner < 0) return done(run(batch, deadline, "sending a command"));
+  Pool& to = pool(map->masters[static_cast<std::size_t>(owner)]);
+  to.send(batch, deadline, [this, batch, deadline, done = std::move(done)](Replies replies) mutable {
+    const bool again = std::any_of(replies.replies.begin(), replies.replies.end(), [](const Reply& r) {
+      return redirect_of(r.get(), Endpoint{}) || is_noscript(r.get()) || error_starts(r.get(), "TRYAGAIN") ||
+             error_starts(r.get(), "CLUSTERDOWN");
+    });
+    if (again) {
+      std::lock_guard lk(bg_mu_);
+      if (!stopping_) {
+        resends_.push_back({std::move(batch), deadline, std::move(done)});
+        bg_cv_.notify_all();
+        return;
+      }
+    }
+    done(std::move(replies));
+  });
+  // Nothing else may go to that master soon: the thread reads its replies.
+  std::lock_guard lk(bg_mu_);
+  if (stopping_) return;
+  auto& until = unread_[&to];
+  until = std::max(until, deadline);
+  if (!bg_thread_.joinable()) bg_thread_ = std::thread([this] { run_background(); });
+  bg_cv_.notify_all();
 }
 
 void ClusterRouter::flush(steady::time_point deadline) {
@@ -406,6 +475,12 @@ void ClusterRouter::flush(steady::time_point deadline) {
   {
     std::lock_guard lk(mu_);
     for (auto& [where, node] : nodes_) pools.push_back(&node->pool);
+  }
+  for (Pool* p : pools) p->flush(deadline);
+  {
+    // (the thread may be running a batch again: then its replies are read too)
+    std::unique_lock lk(bg_mu_);
+    bg_cv_.wait_until(lk, deadline, [&] { return resends_.empty() && unread_.empty() && !bg_busy_; });
   }
   for (Pool* p : pools) p->flush(deadline);
 }

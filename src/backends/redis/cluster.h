@@ -37,6 +37,9 @@
 #include "backends/redis/subscriber.h"
 
 #include <array>
+#include <condition_variable>
+#include <deque>
+#include <thread>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,9 +65,14 @@ class ClusterRouter final : public Commands, public SlotOwners {
   void on_moved(std::function<void(const std::set<int>&)> listener) { on_moved_ = std::move(listener); }
 
   Replies run(const Batch& batch, steady::time_point deadline, std::string_view step) override;
-  // Runs the batch and hands `done` its replies (a redirection needs the
-  // caller's thread).
+  // A batch whose commands all go to one master is sent there without
+  // waiting (Pool::send), and the router's own thread reads its replies
+  // (Pool::flush of that master, unless a call on it read them first); if
+  // one asks for the router (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, NOSCRIPT:
+  // the command did not run), that thread runs the batch again, within the
+  // same deadline. Any other batch is run (run()) before this returns.
   void send(const Batch& batch, steady::time_point deadline, std::function<void(Replies)> done) override;
+  // Reads what send() left behind, and waits for the router's thread.
   void flush(steady::time_point deadline) override;
   Result<std::string> load(Script script, steady::time_point deadline) override;
   Result<std::vector<Pool*>> shards(steady::time_point deadline) override;
@@ -94,8 +102,23 @@ class ClusterRouter final : public Commands, public SlotOwners {
   // now on another master).
   std::set<int> install(std::shared_ptr<const SlotMap> map);
 
+  // The background thread's work (send()).
+  struct Resend {
+    Batch batch;
+    steady::time_point deadline;
+    std::function<void(Replies)> done;
+  };
+  void run_background();
+
   const Config& config_;
   std::function<void(const std::set<int>&)> on_moved_;
+  std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  std::deque<Resend> resends_;                                    // bg_mu_
+  std::map<Pool*, steady::time_point> unread_;                    // bg_mu_: pools to flush, by when
+  bool bg_busy_ = false;                                          // bg_mu_: working on what it took
+  bool stopping_ = false;                                         // bg_mu_
+  std::thread bg_thread_;                                         // started by the first send()
   std::mutex mu_;
   std::shared_ptr<const SlotMap> map_;                  // mu_
   std::map<std::string, std::unique_ptr<Node>> nodes_;  // mu_; by "host:port", never removed
