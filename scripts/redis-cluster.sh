@@ -11,6 +11,7 @@
 #                                               (NODE_PORTS, MASTER_PORTS), and prints both
 #   scripts/redis-cluster.sh stop DIR           stops every process it started (by the pids in DIR)
 #   scripts/redis-cluster.sh master-of DIR SLOT prints the port of the master serving SLOT
+#   scripts/redis-cluster.sh pid DIR PORT       prints the pid of node PORT (to kill or stop it)
 #   scripts/redis-cluster.sh failover DIR PORT  CLUSTER FAILOVER on a replica of master PORT; waits
 #                                               until the replica is master and every node agrees,
 #                                               and prints its port
@@ -34,7 +35,7 @@ set -euo pipefail
 
 cmd="${1:-}"
 dir="${2:-}"
-[[ -n "$cmd" && -n "$dir" ]] || { echo "usage: $0 start|stop|master-of|failover|restart-node|migrate DIR [ARGS]" >&2; exit 64; }
+[[ -n "$cmd" && -n "$dir" ]] || { echo "usage: $0 start|stop|master-of|pid|failover|restart-node|migrate DIR [ARGS]" >&2; exit 64; }
 
 source "$(dirname "$0")/ports.sh"
 
@@ -149,6 +150,12 @@ case "$cmd" in
       if [[ -n "$out" && "$out" != -1 ]]; then echo "$out"; exit 0; fi
     done
     exit 1
+    ;;
+  pid)
+    load_env
+    port="${3:-}"
+    [[ " $NODE_PORTS " == *" $port "* ]] || { echo "usage: $0 pid DIR PORT (a node of the cluster)" >&2; exit 64; }
+    cat "$dir/node-$port.pid"
     ;;
   failover)
     load_env

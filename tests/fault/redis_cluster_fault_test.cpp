@@ -11,6 +11,11 @@
 //     client keeps taking turns afterwards (no hang), a release is never
 //     lost (the lock is free at once when all are done), and the lock's
 //     keys are on the new master;
+//   - wake-ups reach only the shard that owns the lock, and follow its slot
+//     when it migrates;
+//   - after a failover, holds in the moved slots are re-validated at once;
+//   - a SIGKILLed master: the replica is promoted, the clients follow it
+//     (the gap is printed; a double grant is possible and reported);
 //   - many names spread over every master;
 //   - seeds of two clusters, and a seed that is not a cluster node, are
 //     refused; bad URLs are refused naming the argument; dead seeds fail
@@ -22,6 +27,8 @@
 #include <dlock/dlock.h>
 
 #include <gtest/gtest.h>
+
+#include <signal.h>
 
 #include <atomic>
 #include <cstdio>
@@ -50,7 +57,7 @@ std::string cli(const std::string& port, const std::string& args) {
 class RedisClusterFault : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto out = script("start");
+    auto out = script("start");  // (CLUSTER_NODE_TIMEOUT_MS: node_timeout_ms_)
     std::ifstream in(dir_.path() + "/url");
     ASSERT_TRUE(std::getline(in, url_)) << "the cluster did not start: " << out;
     std::ifstream env(dir_.path() + "/env");
@@ -65,7 +72,7 @@ class RedisClusterFault : public ::testing::Test {
   void TearDown() override { (void)script("stop"); }
 
   std::string script(const std::string& args) {
-    return shell_output("REPLICAS=1 CLUSTER_NODE_TIMEOUT_MS=3000 " + std::string(DLOCK_CLUSTER_SCRIPT) + " " +
+    return shell_output("REPLICAS=1 CLUSTER_NODE_TIMEOUT_MS=" + node_timeout_ms_ + " " + std::string(DLOCK_CLUSTER_SCRIPT) + " " +
                         args.substr(0, args.find(' ')) + " " + dir_.path() +
                         (args.find(' ') == std::string::npos ? "" : args.substr(args.find(' '))) + " 2>&1");
   }
@@ -75,9 +82,15 @@ class RedisClusterFault : public ::testing::Test {
 
   // Clients taking turns on `name` (each turn a fenced write) while
   // `disturb` runs once they all have turns; then every client must take
-  // more turns, the resource must have seen no violation, and the lock
-  // must be free at once when they are done.
-  void contended_run(const std::string& name, const std::function<void()>& disturb);
+  // more turns, the resource must have seen no violation (if `strict`),
+  // and the lock must be free at once when they are done. The resource's
+  // counts, and the gap from the last acquisition before `disturb` began
+  // to the first after.
+  struct RunOutcome {
+    ResourceCounts counts;
+    long long gap_ms = -1;
+  };
+  RunOutcome contended_run(const std::string& name, const std::function<void()>& disturb, bool strict = true);
   // Takes `name` and expects its lock key on master `port`.
   void expect_lock_on(const std::string& name, const std::string& port) {
     auto client = dlock::connect(url_, {.op_timeout = 1s});
@@ -88,14 +101,19 @@ class RedisClusterFault : public ::testing::Test {
   }
 
   TempDir dir_;
+  std::string node_timeout_ms_ = "3000";
   std::string url_;
   std::vector<std::string> masters_;
 };
 
-void RedisClusterFault::contended_run(const std::string& name, const std::function<void()>& disturb) {
+RedisClusterFault::RunOutcome RedisClusterFault::contended_run(const std::string& name,
+                                                               const std::function<void()>& disturb, bool strict) {
   FencedResource resource(dir_.path() + "/resource", true);
   constexpr int workers = 4;
   std::atomic<bool> stop{false};
+  // When the disturbance began, the last acquisition before it, the first after (0: none).
+  std::atomic<steady::rep> disturbed_at{steady::time_point::max().time_since_epoch().count()};
+  std::atomic<steady::rep> last_before{0}, first_after{0};
   std::atomic<int> turns[workers] = {};
   std::atomic<int> errors{0};
   std::vector<std::shared_ptr<Client>> clients;
@@ -113,6 +131,14 @@ void RedisClusterFault::contended_run(const std::string& name, const std::functi
           ++errors;  // unavailable while the slot moves or the master changes: try again
           std::this_thread::sleep_for(20ms);
           continue;
+        }
+        const steady::rep at = steady::now().time_since_epoch().count();
+        if (at < disturbed_at.load()) {
+          for (auto seen = last_before.load(); seen < at && !last_before.compare_exchange_weak(seen, at);) {
+          }
+        } else {
+          steady::rep none = 0;
+          first_after.compare_exchange_strong(none, at);
         }
         if (resource.enter(m.token(), w + 1)) {
           std::this_thread::sleep_for(1ms);
@@ -132,6 +158,7 @@ void RedisClusterFault::contended_run(const std::string& name, const std::functi
   int before[workers];
   for (int w = 0; w < workers; ++w) before[w] = turns[w].load();
   const auto disturbed = steady::now();
+  disturbed_at = disturbed.time_since_epoch().count();
   disturb();
   // No hang: every client takes turns again.
   EXPECT_TRUE(eventually(
@@ -153,9 +180,15 @@ void RedisClusterFault::contended_run(const std::string& name, const std::functi
   m.unlock();
   const auto counts = resource.counts();
   EXPECT_GT(counts.accepted, 0u);
-  EXPECT_EQ(counts.overlaps, 0u) << "two holders at once";
-  EXPECT_EQ(counts.duplicate_tokens, 0u) << "a token issued twice";
-  EXPECT_EQ(counts.stale_rejected, 0u) << "a stale holder wrote";
+  if (strict) {
+    EXPECT_EQ(counts.overlaps, 0u) << "two holders at once";
+    EXPECT_EQ(counts.duplicate_tokens, 0u) << "a token issued twice";
+    EXPECT_EQ(counts.stale_rejected, 0u) << "a stale holder wrote";
+  }
+  RunOutcome out{counts, -1};
+  if (first_after.load() != 0 && last_before.load() != 0)
+    out.gap_ms = ms(steady::duration(first_after.load() - last_before.load()));
+  return out;
 }
 
 // The lock's slot moves to another master in the middle of the run: ASK
@@ -216,15 +249,134 @@ TEST_F(RedisClusterFault, AskAndTryAgainAreFollowedUntilTheMigrationEnds) {
 
 // CLUSTER FAILOVER of the lock's master (the replica catches up, then takes
 // over; the old master answers MOVED from then on) in the middle of the run.
+// Also: holds in slots that moved are re-validated on their new master as
+// soon as their client sees the move (here: a MOVED on another call in the
+// slot; the whole map is then re-read), not at their next renewal: a hold
+// the new master lacks (its key deleted there, as if the grant had not been
+// replicated) is lost at once; one it has is kept.
 TEST_F(RedisClusterFault, FailoverDuringAContendedRunKeepsMutualExclusion) {
   const std::string name = "stock", slot = slot_of(name);
   const std::string old_master = master_of(slot);
   ASSERT_FALSE(old_master.empty());
+  auto holder = dlock::connect(url_, {.op_timeout = 1s});
+  // Same hash tag, so the same slot; long leases: their renewals come long after the test.
+  auto gone = holder->mutex(name + "}gone", {.lease = 60s});
+  auto kept = holder->mutex(name + "}kept", {.lease = 60s});
+  ASSERT_TRUE(gone.try_lock());
+  ASSERT_TRUE(kept.try_lock());
   std::string new_master;
-  contended_run(name, [&] { new_master = trimmed(script("failover " + old_master)); });
+  long long lost_after = -1;
+  contended_run(name, [&] {
+    new_master = trimmed(script("failover " + old_master));
+    ASSERT_EQ(cli(new_master, "DEL 'dlock:{" + name + "}gone}:lock'"), "1");
+    EXPECT_FALSE(gone.lost());
+    const auto noticed = steady::now();
+    auto probe = holder->mutex(name + "}probe");  // answered MOVED by the old master
+    EXPECT_TRUE(probe.try_lock_for(scaled(2s)));
+    if (eventually([&] { return gone.lost(); }, 2s)) lost_after = ms(steady::now() - noticed);
+    probe.unlock();
+  });
   ASSERT_NE(new_master, old_master);
   EXPECT_EQ(master_of(slot), new_master);
   expect_lock_on(name, new_master);
+  std::printf("the hold the new master lacked: lost %lld ms after its client met the moved slot (lease 60 s)\n",
+              lost_after);
+  EXPECT_GE(lost_after, 0) << "the hold the new master lacks was not lost";
+  EXPECT_FALSE(kept.lost()) << "a hold the new master has was reported lost";
+  EXPECT_EQ(gone.unlock_checked().code(), errc::lock_lost);
+  EXPECT_TRUE(kept.unlock_checked().ok());
+}
+
+// Wake-ups are sharded: a waiter SSUBSCRIBEs on the master of its lock's
+// slot only (no other node has the channel, no node has a classic one), a
+// release there wakes it at once (well before core's 500 ms retry), and
+// when the slot migrates while it waits the server drops the subscription,
+// the client subscribes again on the new master and the next release there
+// still wakes it at once.
+TEST_F(RedisClusterFault, WakeUpsGoToTheOwningShardAndFollowAMigration) {
+  const std::string name = "parcels", slot = slot_of(name);
+  const std::string from = master_of(slot);
+  ASSERT_FALSE(from.empty());
+  const std::string to = from == masters_[0] ? masters_[1] : masters_[0];
+  auto channels_on = [&](const std::string& port) { return cli(port, "PUBSUB SHARDCHANNELS 'dlock:{" + name + "}:*'"); };
+  auto holder = dlock::connect(url_, {.op_timeout = 1s});
+  auto waiter = dlock::connect(url_, {.op_timeout = 1s});
+  auto held = holder->mutex(name, {.lease = 30s});
+  auto wanted = waiter->mutex(name, {.lease = 30s});
+  // One turn: `held` is taken, the waiter queues, `between` runs, then the
+  // release; how long the waiter took to get the lock after it.
+  auto turn = [&](const std::function<void()>& between) {
+    EXPECT_TRUE(held.try_lock_for(scaled(2s)));
+    std::atomic<bool> got{false};
+    steady::time_point got_at{};
+    std::thread t([&] {
+      if (wanted.try_lock_for(scaled(10s))) {
+        got_at = steady::now();
+        got = true;
+        wanted.unlock();  // (on the thread that holds it)
+      }
+    });
+    std::this_thread::sleep_for(200ms);  // queued and subscribed
+    between();
+    const auto released = steady::now();
+    held.unlock();
+    t.join();
+    EXPECT_TRUE(got) << "the waiter never got the lock";
+    return got ? ms(got_at - released) : -1;
+  };
+  const long long first = turn([&] {
+    for (const auto& port : masters_) {
+      if (port == from) EXPECT_NE(channels_on(port), "") << "the waiter is not subscribed on the lock's master";
+      else EXPECT_EQ(channels_on(port), "") << "master " << port << " has the lock's channel";
+      EXPECT_EQ(cli(port, "PUBSUB CHANNELS '*'"), "") << "a classic channel on " << port;
+    }
+  });
+  const long long moved = turn([&] {
+    EXPECT_EQ(trimmed(script("migrate " + slot + " " + to)), from);
+    EXPECT_TRUE(eventually([&] { return channels_on(to) != ""; }, 2s)) << "not subscribed again on the new master";
+    EXPECT_EQ(channels_on(from), "");
+  });
+  std::printf("woken %lld ms after the release; after the slot moved, %lld ms\n", first, moved);
+  EXPECT_GE(first, 0);
+  EXPECT_LT(first, scaled(250ms).count());
+  EXPECT_GE(moved, 0);
+  EXPECT_LT(moved, scaled(250ms).count());
+}
+
+// A SIGKILLed master (no manual failover: its replica is promoted once the
+// other masters have taken it for failed, after cluster-node-timeout, here
+// 1.5 s) in the middle of a contended run: the clients find the promoted
+// replica and take turns again, and the lock is free at the end. The
+// resource may see a double grant (asynchronous replication: a lock taken
+// on the dead master and not yet replicated is granted again on the new
+// one, docs/backends.md): it is not asserted away, only reported, since
+// the fence (a newer token, or the same token refused) is what catches it.
+class KilledMaster : public RedisClusterFault {
+ protected:
+  KilledMaster() { node_timeout_ms_ = "1500"; }
+};
+
+TEST_F(KilledMaster, ClientsFindThePromotedReplicaAndKeepTakingTurns) {
+  const std::string name = "tickets", slot = slot_of(name);
+  const std::string old_master = master_of(slot);
+  ASSERT_FALSE(old_master.empty());
+  const std::string pid = trimmed(script("pid " + old_master));
+  ASSERT_FALSE(pid.empty());
+  const auto outcome = contended_run(
+      name,
+      [&] {
+        ASSERT_EQ(::kill(static_cast<pid_t>(std::stol(pid)), SIGKILL), 0);
+      },
+      false);
+  std::string promoted;
+  EXPECT_TRUE(eventually([&] { return (promoted = master_of(slot)) != old_master && !promoted.empty(); }, 5s));
+  std::printf("last acquisition before the kill -> first after: %lld ms (node timeout 1.5 s, lease 3 s); "
+              "resource: %llu accepted, %llu overlaps, %llu stale rejected, %llu duplicate tokens\n",
+              outcome.gap_ms, static_cast<unsigned long long>(outcome.counts.accepted),
+              static_cast<unsigned long long>(outcome.counts.overlaps),
+              static_cast<unsigned long long>(outcome.counts.stale_rejected),
+              static_cast<unsigned long long>(outcome.counts.duplicate_tokens));
+  EXPECT_GT(outcome.gap_ms, 0) << "no acquisition after the kill";
 }
 
 // Names land on every master, and one client holds locks on all of them at

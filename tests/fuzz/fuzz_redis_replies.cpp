@@ -104,7 +104,8 @@ void wake(std::string_view payload) {
 
 void pubsub(const redisReply* reply) {
   if (auto message = r::message_of(reply)) {
-    check(reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 && text(reply->element[0]) == "message");
+    const auto kind = text(reply->element[0]);
+    check(reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 && (kind == "message" || kind == "smessage"));
     check(message->payload == text(reply->element[2]));
     wake(message->payload);
   }

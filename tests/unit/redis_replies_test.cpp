@@ -125,6 +125,12 @@ TEST(RedisReplies, ReadsWakeUpsWithBoundedTimes) {
   ASSERT_TRUE(message);
   EXPECT_EQ(message->payload, "x");
   EXPECT_FALSE(message_of(parse("*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n").get()));
+  // Sharded pub/sub (a cluster's wake-ups) pushes "smessage".
+  const Reply sharded = parse("*3\r\n$8\r\nsmessage\r\n$2\r\nch\r\n$1\r\ny\r\n");
+  auto smessage = message_of(sharded.get());
+  ASSERT_TRUE(smessage);
+  EXPECT_EQ(smessage->channel, "ch");
+  EXPECT_EQ(smessage->payload, "y");
 }
 
 // Before: a first element that is not an integer ("1" as a string, or a

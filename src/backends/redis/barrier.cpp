@@ -34,7 +34,7 @@ class Barriers final : public BarrierDriver {
   Result<BarrierCheck> entered(const std::string& name, const std::string& member, int parties, bool watch,
                                steady::time_point deadline) override {
     const std::string step = "entering barrier '" + name + "'";
-    WatchSlot slot(store_, watch, tag(name));
+    WatchSlot slot(store_, watch, name, tag(name));
     const std::string p = std::to_string(parties), ttl = ms(watcher_ttl), t = tag(name);
     const std::string_view args[] = {member, p, slot.entry(), ttl, store_.channel_prefix, t};
     auto reply = run(Script::barrier_enter, name, args, deadline, step);
@@ -48,7 +48,7 @@ class Barriers final : public BarrierDriver {
   Result<BarrierCheck> left(const std::string& name, const std::string& member, bool watch,
                             steady::time_point deadline) override {
     const std::string step = "leaving barrier '" + name + "'";
-    WatchSlot slot(store_, watch, tag(name));
+    WatchSlot slot(store_, watch, name, tag(name));
     const std::string ttl = ms(watcher_ttl), t = tag(name);
     const std::string_view args[] = {member, slot.entry(), ttl, store_.channel_prefix, t};
     return check(run(Script::barrier_leave, name, args, deadline, step), slot, step);

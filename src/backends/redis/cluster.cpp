@@ -32,7 +32,7 @@ bool same(const Endpoint& a, const Endpoint& b) {
 }
 
 // A connection's settings for one node: the URL's, at that address.
-Config node_config(const Config& base, const Endpoint& at) {
+Config config_for(const Config& base, const Endpoint& at) {
   Config c = base;
   c.host = at.host;
   c.port = at.port.value_or(6379);
@@ -45,20 +45,71 @@ Config node_config(const Config& base, const Endpoint& at) {
 }  // namespace
 
 struct ClusterRouter::Node {
-  Node(const Config& base, const Endpoint& at) : config(node_config(base, at)), pool(config) {}
+  Node(const Config& base, const Endpoint& at) : config(config_for(base, at)), pool(config) {}
   const Config config;
   Pool pool;
 };
 
 ClusterRouter::ClusterRouter(const Config& config) : config_(config) {}
 
-ClusterRouter::~ClusterRouter() = default;
+ClusterRouter::~ClusterRouter() {
+  {
+    std::lock_guard lk(bg_mu_);
+    stopping_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_thread_.joinable()) bg_thread_.join();
+}
 
-Pool& ClusterRouter::pool(const Endpoint& at) {
+void ClusterRouter::run_background() {
+  std::unique_lock lk(bg_mu_);
+  for (;;) {
+    bg_cv_.wait(lk, [&] { return stopping_ || !resends_.empty() || !unread_.empty(); });
+    if (resends_.empty() && unread_.empty()) return;  // stopping, nothing left
+    auto unread = std::move(unread_);
+    unread_.clear();
+    auto resends = std::move(resends_);
+    resends_.clear();
+    bg_busy_ = true;
+    const bool closing = stopping_;
+    lk.unlock();
+    for (auto& [pool, until] : unread) pool->flush(until);  // (their callbacks may queue resends)
+    for (auto& r : resends) {
+      Replies got = closing ? Replies{{}, Status(errc::unavailable, "redis backend: the client is closing")}
+                            : run(r.batch, r.deadline, "sending a command again");
+      try {
+        r.done(std::move(got));
+      } catch (...) {
+      }
+    }
+    lk.lock();
+    bg_busy_ = false;
+    bg_cv_.notify_all();
+  }
+}
+
+ClusterRouter::Node& ClusterRouter::node(const Endpoint& at) {
   std::lock_guard lk(mu_);
-  auto& node = nodes_[address(at)];
-  if (!node) node = std::make_unique<Node>(config_, at);
-  return node->pool;
+  auto& n = nodes_[address(at)];
+  if (!n) n = std::make_unique<Node>(config_, at);
+  return *n;
+}
+
+Pool& ClusterRouter::pool(const Endpoint& at) { return node(at).pool; }
+
+const Config& ClusterRouter::node_config(const Endpoint& at) { return node(at).config; }
+
+std::optional<Endpoint> ClusterRouter::master_of(int slot, bool reread, steady::time_point deadline) {
+  if (reread) (void)refresh(deadline, nullptr);
+  auto map = slot_map();
+  if (!map || slot < 0 || slot > 16383) return std::nullopt;
+  const int owner = map->owner[static_cast<std::size_t>(slot)];
+  if (owner < 0) return std::nullopt;
+  return map->masters[static_cast<std::size_t>(owner)];
+}
+
+void ClusterRouter::redirected(std::string_view error, const Endpoint& asked) {
+  if (auto redirect = redirect_of(error, asked); redirect && !redirect->ask) moved(redirect->slot, redirect->at);
 }
 
 std::shared_ptr<const ClusterRouter::SlotMap> ClusterRouter::slot_map() {
@@ -152,8 +203,12 @@ Status ClusterRouter::refresh(steady::time_point deadline, const Endpoint* first
       errors += (errors.empty() ? "" : "; ") + address(at) + " serves no slots";
       continue;
     }
-    std::lock_guard lk(mu_);
-    map_ = std::move(map);
+    std::set<int> changed;
+    {
+      std::lock_guard lk(mu_);
+      changed = install(std::move(map));
+    }
+    if (!changed.empty() && on_moved_) on_moved_(changed);
     return {};
   }
   return Status(errc::unavailable,
@@ -161,14 +216,32 @@ Status ClusterRouter::refresh(steady::time_point deadline, const Endpoint* first
 }
 
 void ClusterRouter::moved(int slot, const Endpoint& at) {
-  std::lock_guard lk(mu_);
-  auto map = map_ ? std::make_shared<SlotMap>(*map_) : std::make_shared<SlotMap>();
-  if (!map_) map->owner.fill(-1);
-  auto it = std::find_if(map->masters.begin(), map->masters.end(), [&](const Endpoint& e) { return same(e, at); });
-  const auto index = static_cast<std::int16_t>(it - map->masters.begin());
-  if (it == map->masters.end()) map->masters.push_back(at);
-  map->owner[static_cast<std::size_t>(slot)] = index;
+  std::set<int> changed;
+  {
+    std::lock_guard lk(mu_);
+    auto map = map_ ? std::make_shared<SlotMap>(*map_) : std::make_shared<SlotMap>();
+    if (!map_) map->owner.fill(-1);
+    auto it = std::find_if(map->masters.begin(), map->masters.end(), [&](const Endpoint& e) { return same(e, at); });
+    const auto index = static_cast<std::int16_t>(it - map->masters.begin());
+    if (it == map->masters.end()) map->masters.push_back(at);
+    map->owner[static_cast<std::size_t>(slot)] = index;
+    changed = install(std::move(map));
+  }
+  if (!changed.empty() && on_moved_) on_moved_(changed);
+}
+
+std::set<int> ClusterRouter::install(std::shared_ptr<const SlotMap> map) {
+  std::set<int> changed;
+  if (map_)
+    for (int slot = 0; slot < 16384; ++slot) {
+      const int was = map_->owner[static_cast<std::size_t>(slot)], now = map->owner[static_cast<std::size_t>(slot)];
+      // (a slot no master serves yet is counted once one does)
+      if (now >= 0 && (was < 0 || !same(map_->masters[static_cast<std::size_t>(was)],
+                                        map->masters[static_cast<std::size_t>(now)])))
+        changed.insert(slot);
+    }
   map_ = std::move(map);
+  return changed;
 }
 
 Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std::string_view step) {
@@ -232,8 +305,12 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
       g.batch.add_copy(batch, t.index);
       g.items.push_back(t);
     }
+    // Every master's part is written before any reply is waited for.
+    std::vector<Pool::Pending> pending;
+    for (auto& [where, g] : groups) pending.push_back(pool(g.at).start(g.batch, deadline, step));
+    std::size_t part = 0;
     for (auto& [where, g] : groups) {
-      Replies got = pool(g.at).run(g.batch, deadline, step);
+      Replies got = pool(g.at).finish(pending[part++], step);
       std::size_t at = 0;
       for (const Unsent& t : g.items) {
         if (t.ask) ++at;  // ASKING's +OK
@@ -296,7 +373,42 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
 }
 
 void ClusterRouter::send(const Batch& batch, steady::time_point deadline, std::function<void(Replies)> done) {
-  done(run(batch, deadline, "sending a command"));
+  // The one master every command goes to, if there is one.
+  auto map = slot_map();
+  int owner = -1;
+  for (std::size_t i = 0; map && i < batch.size(); ++i) {
+    const int slot = batch.slot(i);
+    const int o = map->owner[static_cast<std::size_t>(slot < 0 ? 0 : slot)];
+    if (o < 0 || (owner >= 0 && o != owner)) {
+      owner = -1;
+      break;
+    }
+    owner = o;
+  }
+  if (owner < 0) return done(run(batch, deadline, "sending a command"));
+  Pool& to = pool(map->masters[static_cast<std::size_t>(owner)]);
+  to.send(batch, deadline, [this, batch, deadline, done = std::move(done)](Replies replies) mutable {
+    const bool again = std::any_of(replies.replies.begin(), replies.replies.end(), [](const Reply& r) {
+      return redirect_of(r.get(), Endpoint{}) || is_noscript(r.get()) || error_starts(r.get(), "TRYAGAIN") ||
+             error_starts(r.get(), "CLUSTERDOWN");
+    });
+    if (again) {
+      std::lock_guard lk(bg_mu_);
+      if (!stopping_) {
+        resends_.push_back({std::move(batch), deadline, std::move(done)});
+        bg_cv_.notify_all();
+        return;
+      }
+    }
+    done(std::move(replies));
+  });
+  // Nothing else may go to that master soon: the thread reads its replies.
+  std::lock_guard lk(bg_mu_);
+  if (stopping_) return;
+  auto& until = unread_[&to];
+  until = std::max(until, deadline);
+  if (!bg_thread_.joinable()) bg_thread_ = std::thread([this] { run_background(); });
+  bg_cv_.notify_all();
 }
 
 void ClusterRouter::flush(steady::time_point deadline) {
@@ -304,6 +416,12 @@ void ClusterRouter::flush(steady::time_point deadline) {
   {
     std::lock_guard lk(mu_);
     for (auto& [where, node] : nodes_) pools.push_back(&node->pool);
+  }
+  for (Pool* p : pools) p->flush(deadline);
+  {
+    // (the thread may be running a batch again: then its replies are read too)
+    std::unique_lock lk(bg_mu_);
+    bg_cv_.wait_until(lk, deadline, [&] { return resends_.empty() && unread_.empty() && !bg_busy_; });
   }
   for (Pool* p : pools) p->flush(deadline);
 }

@@ -15,34 +15,41 @@
 //     map, which then names the promoted replica (a failed call is not sent
 //     again: it may have run).
 // Each master has its own Pool (pipelined, session.h); a batch whose
-// commands go to several masters is split, one sub-batch per master, and
-// its replies put back in order. Scripts are loaded on every master, and
+// commands go to several masters is split, one sub-batch per master, all
+// written before any reply is read (Pool::start, Pool::finish: the round
+// trips overlap), and its replies put back in order. Scripts are loaded on every master, and
 // again on one that answers NOSCRIPT (a promoted replica: SCRIPT LOAD is
 // not replicated), before the command goes there again.
 //
-// Wake-ups are PUBLISHed by the scripts and reach the client's subscriber
-// on whichever node it is connected to (classic pub/sub is broadcast over
-// the cluster bus). Limit: each release message is copied to every node;
-// sharded pub/sub (SPUBLISH) needs the channel in the lock's slot, which
-// the scripts do not do yet (docs/backends.md).
+// Wake-ups are sharded: the scripts SPUBLISH on a channel in the lock's
+// slot, and the subscriber (subscriber.h) asks the router which master to
+// SSUBSCRIBE on (SlotOwners), so a release is heard by that shard only.
 //
 // Replication is asynchronous, as with redis+sentinel: a failover can lose
-// a lock that had not reached the promoted replica (docs/backends.md).
+// a lock that had not reached the promoted replica (docs/backends.md). The
+// router tells the backend (on_moved) which slots a re-read map or a MOVED
+// shows on another master than before, and the backend re-validates the
+// holds in them there at once (revalidator.h).
 #pragma once
 
 #include "backends/redis/options.h"
 #include "backends/redis/session.h"
+#include "backends/redis/subscriber.h"
 
 #include <array>
+#include <condition_variable>
+#include <deque>
+#include <thread>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace dlock::detail::redis {
 
-class ClusterRouter final : public Commands {
+class ClusterRouter final : public Commands, public SlotOwners {
  public:
   // `config`: the redis+cluster URL's (seeds, options); it outlives the router.
   explicit ClusterRouter(const Config& config);
@@ -52,14 +59,28 @@ class ClusterRouter final : public Commands {
   // node without cluster support, are refused (invalid_argument); seeds
   // that do not answer are skipped if one does. Then reads the slot map.
   Status start(steady::time_point deadline);
+  // `listener` is called, on the thread that noticed and without the
+  // router's lock, with the slots a new map or a MOVED shows served by
+  // another master than before. Set before start(), not changed afterwards.
+  void on_moved(std::function<void(const std::set<int>&)> listener) { on_moved_ = std::move(listener); }
 
   Replies run(const Batch& batch, steady::time_point deadline, std::string_view step) override;
-  // Runs the batch and hands `done` its replies (a redirection needs the
-  // caller's thread).
+  // A batch whose commands all go to one master is sent there without
+  // waiting (Pool::send), and the router's own thread reads its replies
+  // (Pool::flush of that master, unless a call on it read them first); if
+  // one asks for the router (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, NOSCRIPT:
+  // the command did not run), that thread runs the batch again, within the
+  // same deadline. Any other batch is run (run()) before this returns.
   void send(const Batch& batch, steady::time_point deadline, std::function<void(Replies)> done) override;
+  // Reads what send() left behind, and waits for the router's thread.
   void flush(steady::time_point deadline) override;
   Result<std::string> load(Script script, steady::time_point deadline) override;
   Result<std::vector<Pool*>> shards(steady::time_point deadline) override;
+
+  // SlotOwners (the sharded subscriber's).
+  std::optional<Endpoint> master_of(int slot, bool reread, steady::time_point deadline) override;
+  void redirected(std::string_view error, const Endpoint& asked) override;
+  const Config& node_config(const Endpoint& at) override;
 
  private:
   // Which master serves each slot (an index into masters, -1 none).
@@ -69,6 +90,7 @@ class ClusterRouter final : public Commands {
   };
   struct Node;
 
+  Node& node(const Endpoint& at);
   Pool& pool(const Endpoint& at);
   std::shared_ptr<const SlotMap> slot_map();
   // Reads CLUSTER SLOTS (from `first`, else the masters, else the seeds);
@@ -76,8 +98,27 @@ class ClusterRouter final : public Commands {
   Status refresh(steady::time_point deadline, const Endpoint* first, bool now = false);
   // A MOVED answer: `slot` is on `at` now.
   void moved(int slot, const Endpoint& at);
+  // Makes `map` the slot map (mu_ held); the slots it moved (a served slot
+  // now on another master).
+  std::set<int> install(std::shared_ptr<const SlotMap> map);
+
+  // The background thread's work (send()).
+  struct Resend {
+    Batch batch;
+    steady::time_point deadline;
+    std::function<void(Replies)> done;
+  };
+  void run_background();
 
   const Config& config_;
+  std::function<void(const std::set<int>&)> on_moved_;
+  std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  std::deque<Resend> resends_;                                    // bg_mu_
+  std::map<Pool*, steady::time_point> unread_;                    // bg_mu_: pools to flush, by when
+  bool bg_busy_ = false;                                          // bg_mu_: working on what it took
+  bool stopping_ = false;                                         // bg_mu_
+  std::thread bg_thread_;                                         // started by the first send()
   std::mutex mu_;
   std::shared_ptr<const SlotMap> map_;                  // mu_
   std::map<std::string, std::unique_ptr<Node>> nodes_;  // mu_; by "host:port", never removed

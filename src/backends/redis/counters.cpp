@@ -15,10 +15,11 @@ namespace dlock::detail::redis {
 
 std::string Store::watcher_key() const { return "w" + std::to_string(thread_ordinal()); }
 
-WatchSlot::WatchSlot(const Store& store, bool watch, std::string tag) : subscriber_(store.subscriber) {
+WatchSlot::WatchSlot(const Store& store, bool watch, std::string_view name, std::string tag)
+    : subscriber_(store.subscriber) {
   if (!watch) return;
   const std::string key = store.watcher_key();
-  slot_ = subscriber_.add(key, std::move(tag));
+  slot_ = subscriber_.add(key, std::move(tag), store.channel(name));
   entry_ = store.entry(*slot_);
 }
 
@@ -137,7 +138,7 @@ class Latches final : public LatchDriver {
   Result<LatchRead> read(const std::string& name, std::int64_t initial, bool watch,
                          steady::time_point deadline) override {
     const std::string step = "reading latch '" + name + "'";
-    WatchSlot slot(store_, watch, tag(name));
+    WatchSlot slot(store_, watch, name, tag(name));
     const std::string i = std::to_string(initial), ttl = ms(watcher_ttl);
     const std::string_view args[] = {i, slot.entry(), ttl};
     auto count = run(Script::latch_read, name, args, deadline, step);

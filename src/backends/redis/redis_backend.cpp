@@ -10,7 +10,9 @@
 //   <prefix>{<name>}:queue    list  waiter entries "<client id>/<owner>", oldest first
 //   <prefix>{<name>}:waiters  zset  entry -> liveness deadline (server ms);
 //                                   both expire with their latest deadline
-// Channel: <prefix>client:<client id>, one per Client, carries wake-ups.
+// Channel: <prefix>client:<client id>, one per Client, carries wake-ups;
+// redis+cluster: <prefix>{<name>}:client:<client id>, one per name a Client
+// waits on, in the name's slot (sharded pub/sub: only its master hears it).
 //
 // Round trips: an uncontended acquire is one EVALSHA, a release one; a
 // renewal batch is one pipeline. Re-entry is core's. Calls from concurrent
@@ -63,6 +65,7 @@
 #include "backends/redis/errors.h"
 #include "backends/redis/held_grants.h"
 #include "backends/redis/options.h"
+#include "backends/redis/revalidator.h"
 #include "backends/redis/sentinel.h"
 #include "backends/redis/session.h"
 #include "backends/redis/store.h"
@@ -196,22 +199,24 @@ class RedisBackend final : public Backend, public LockDriver {
   // redis+cluster: config.seeds is not empty.
   RedisBackend(Config config, std::string client_id, std::shared_ptr<MasterLocator> locator)
       : locator_(std::move(locator)),
-        held_(locator_ ? std::make_shared<HeldGrants>() : nullptr),
+        held_(locator_ || !config.seeds.empty() ? std::make_shared<HeldGrants>() : nullptr),
         config_(reporting_to(std::move(config), events())),
         client_id_(std::move(client_id)),
-        channel_prefix_(config_.prefix + "client:"),
+        // (redis+cluster: "", the scripts SPUBLISH on the name's channel, Store::channel)
+        channel_prefix_(config_.seeds.empty() ? config_.prefix + "client:" : std::string()),
         commands_(config_.seeds.empty() ? std::unique_ptr<Commands>(std::make_unique<Pool>(config_))
                                          : std::make_unique<ClusterRouter>(config_)),
         pool_(*commands_),
-        subscriber_(config_, channel_prefix_ + client_id_),
+        subscriber_(config_, channel_prefix_ + client_id_, {}, dynamic_cast<ClusterRouter*>(commands_.get())),
         store_{config_, pool_, subscriber_, client_id_, channel_prefix_},
         counters_(make_counters(store_)),
         latches_(make_latches(store_)),
         barriers_(make_barriers(store_)) {}
 
-  // The locator's threads use the pool: they stop first.
+  // The locator's threads and the revalidator use the pool: they stop first.
   ~RedisBackend() override {
     if (locator_) locator_->stop();
+    if (revalidator_) revalidator_->stop();
   }
 
   // Loads the scripts (a command connection) and subscribes (its own);
@@ -221,15 +226,14 @@ class RedisBackend final : public Backend, public LockDriver {
   // read first, and the scripts loaded on every master.
   Status start() {
     const auto deadline = steady::now() + config_.op_timeout;
-    if (auto* router = dynamic_cast<ClusterRouter*>(commands_.get()))
+    if (auto* router = dynamic_cast<ClusterRouter*>(commands_.get())) {
+      revalidator_ = std::make_unique<Revalidator>([this](const std::set<int>& slots) { return revalidate(slots); });
+      router->on_moved([this](const std::set<int>& slots) { revalidator_->request(slots); });
       if (Status s = router->start(deadline); !s) return s;
+    }
     if (Status s = pool_.load_all(deadline); !s) return s;
-    // (redis+cluster: a seed that is down is skipped, the next one tried)
-    Status subscribed = subscriber_.start(deadline);
-    for (std::size_t i = 1; !subscribed && i < config_.seeds.size() && steady::now() < deadline; ++i)
-      subscribed = subscriber_.start(deadline);
-    if (!subscribed) return subscribed;
-    if (locator_) return locator_->start([this] { return revalidate(); }, deadline);
+    if (Status s = subscriber_.start(deadline); !s) return s;
+    if (locator_) return locator_->start([this] { return revalidate({}); }, deadline);
     return {};
   }
 
@@ -331,7 +335,7 @@ class RedisBackend final : public Backend, public LockDriver {
 
   std::unique_ptr<Waiter> watch(const LockRequest& request) override {
     // No round trip: the retry core makes right after this queues us.
-    return std::make_unique<RedisWaiter>(*this, subscriber_.add(slot_key(request), request.name), request.kind);
+    return std::make_unique<RedisWaiter>(*this, subscriber_.add(slot_key(request), request.name, store_.channel(request.name)), request.kind);
   }
 
   Status release(const LockRequest& request, Grant& grant) override {
@@ -595,7 +599,7 @@ class RedisBackend final : public Backend, public LockDriver {
     if (kind != LockKind::latch) return Status(errc::unsupported, "redis backend: holder() is for elections");
     const auto deadline = steady::now() + config_.op_timeout;
     const std::string step = "reading the leader of '" + std::string(name) + "'";
-    WatchSlot slot(store_, watch, observer_tag(name));
+    WatchSlot slot(store_, watch, name, observer_tag(name));
     const std::string base = config_.prefix + "{" + std::string(name) + "}:";
     const std::string lock = base + "leader", observers = base + "leader:observers", ttl = ms(watcher_ttl);
     const std::string_view keys[] = {lock, observers};
@@ -638,23 +642,38 @@ class RedisBackend final : public Backend, public LockDriver {
   Subscriber& subscriber() noexcept { return subscriber_; }
   bool waits_for_replicas() const noexcept { return config_.wait_replicas > 0; }
 
-  // A grant goes on the list re-validated after a failover (redis+sentinel).
+  // A grant goes on the list re-validated after a failover (redis+sentinel,
+  // redis+cluster).
   void listed(const LockRequest& request, Grant& grant) {
     if (held_) held_->add(request, grant);
   }
 
-  // After a failover: every hold taken before is looked up on the new
-  // master in one script (per 1000 holds); the holder of one it does not
-  // have is told at once (Grant::dropped), not at its next renewal. false:
-  // the new master did not answer (the locator tries again).
-  bool revalidate() {
+  // After a failover: every hold taken before (redis+cluster: those in
+  // `slots`, if any are given) is looked up on its new master, one script
+  // per 1000 holds (redis+cluster: of one slot), all in one batch; the
+  // holder of one it does not have is told at once (Grant::dropped), not at
+  // its next renewal. false: a master did not answer (the Revalidator tries
+  // again).
+  bool revalidate(const std::set<int>& slots) {
     const auto holds = held_->snapshot();
     constexpr std::size_t chunk = 1'000;
     const auto deadline = steady::now() + config_.op_timeout;
-    for (std::size_t from = 0; from < holds.size(); from += chunk) {
-      const std::size_t to = std::min(holds.size(), from + chunk);
+    const bool cluster = !config_.seeds.empty();
+    // The holds to check, by slot (one server: all in one group).
+    std::map<int, std::vector<std::size_t>> groups;
+    for (std::size_t i = 0; i < holds.size(); ++i) {
+      const int slot = cluster ? hash_slot(store_.base(holds[i].second.name)) : 0;
+      if (slots.empty() || slots.count(slot)) groups[slot].push_back(i);
+    }
+    Batch batch;
+    std::vector<std::vector<std::size_t>> checked;  // the holds of each script, in order
+    for (const auto& [slot, members] : groups)
+      for (std::size_t from = 0; from < members.size(); from += chunk)
+        checked.emplace_back(members.begin() + static_cast<std::ptrdiff_t>(from),
+                             members.begin() + static_cast<std::ptrdiff_t>(std::min(members.size(), from + chunk)));
+    for (const auto& part : checked) {
       std::vector<std::string> keys, args;
-      for (std::size_t i = from; i < to; ++i) {
+      for (std::size_t i : part) {
         const HeldGrants::Held& h = holds[i].second;
         const Keys all = keys_of(h.name, layout_of(h.kind));
         switch (h.kind) {
@@ -671,14 +690,21 @@ class RedisBackend final : public Backend, public LockDriver {
         args.insert(args.end(), {kind, h.owner, std::to_string(h.token)});
       }
       const std::vector<std::string_view> key_views(keys.begin(), keys.end()), arg_views(args.begin(), args.end());
-      auto reply = pool_.eval(Script::revalidate, key_views, arg_views, deadline, "re-validating holds after a failover");
-      if (!reply) return false;
-      const redisReply* r = reply->get();
-      if (r->type != REDIS_REPLY_ARRAY || r->elements != to - from) return false;
-      for (std::size_t i = from; i < to; ++i)
-        if (integer(r->element[i - from]) != 1) held_->drop(holds[i].first);
+      batch.add_eval(pool_.sha(Script::revalidate), key_views, arg_views);
     }
-    return true;
+    Replies out = pool_.run(batch, deadline, "re-validating holds after a failover");
+    bool all = out.failure.ok();
+    for (std::size_t k = 0; k < checked.size() && k < out.replies.size(); ++k) {
+      const redisReply* r = out.replies[k].get();
+      if (r->type != REDIS_REPLY_ARRAY || r->elements != checked[k].size()) {
+        all = false;  // (NOSCRIPT on a restarted server: the next round has them loaded)
+        if (is_noscript(r)) (void)pool_.load(Script::revalidate, deadline);
+        continue;
+      }
+      for (std::size_t j = 0; j < checked[k].size(); ++j)
+        if (integer(r->element[j]) != 1) held_->drop(holds[checked[k][j]].first);
+    }
+    return all;
   }
 
  private:
@@ -789,7 +815,7 @@ class RedisBackend final : public Backend, public LockDriver {
   }
 
   const std::shared_ptr<MasterLocator> locator_;
-  const std::shared_ptr<HeldGrants> held_;  // redis+sentinel only
+  const std::shared_ptr<HeldGrants> held_;  // redis+sentinel and redis+cluster only
   const Config config_;
   const std::string client_id_;
   const std::string channel_prefix_;
@@ -800,6 +826,8 @@ class RedisBackend final : public Backend, public LockDriver {
   std::unique_ptr<CounterDriver> counters_;
   std::unique_ptr<LatchDriver> latches_;
   std::unique_ptr<BarrierDriver> barriers_;
+  // redis+cluster: checks the holds in slots the router saw move.
+  std::unique_ptr<Revalidator> revalidator_;
 };
 
 RedisWaiter::~RedisWaiter() { backend_.leave(slot_, kind_); }
@@ -849,10 +877,6 @@ Result<std::unique_ptr<Backend>> open_redis_backend(const Url& url, const Client
   if (url.scheme == "redis+sentinel") {
     locator = std::make_shared<MasterLocator>(*config);
     config->discovery = locator;
-  } else if (url.scheme == "redis+cluster") {
-    // The subscriber's connection (commands go through the ClusterRouter):
-    // any node hears every PUBLISH; each seed in turn.
-    config->discovery = std::make_shared<Rotation>(config->seeds);
   }
   auto backend = std::make_unique<RedisBackend>(std::move(*config), std::move(*client_id), std::move(locator));
   if (Status s = backend->start(); !s) return s;

@@ -48,7 +48,10 @@ bool usable_host(std::string_view host) {
 
 std::optional<Redirect> redirect_of(const redisReply* r, const Endpoint& asked) {
   if (!r || r->type != REDIS_REPLY_ERROR) return std::nullopt;
-  std::string_view text(r->str, r->len);
+  return redirect_of(std::string_view(r->str, r->len), asked);
+}
+
+std::optional<Redirect> redirect_of(std::string_view text, const Endpoint& asked) {
   Redirect out;
   if (text.starts_with("MOVED "))
     text.remove_prefix(6);
@@ -137,7 +140,8 @@ std::optional<Message> message_of(const redisReply* r) {
   if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3) return std::nullopt;
   for (std::size_t i = 0; i < 3; ++i)
     if (r->element[i]->type != REDIS_REPLY_STRING) return std::nullopt;
-  if (std::string_view(r->element[0]->str, r->element[0]->len) != "message") return std::nullopt;
+  const std::string_view kind(r->element[0]->str, r->element[0]->len);
+  if (kind != "message" && kind != "smessage") return std::nullopt;
   return Message{{r->element[1]->str, r->element[1]->len}, {r->element[2]->str, r->element[2]->len}};
 }
 

@@ -62,6 +62,8 @@ struct Redirect {
   Endpoint at;
 };
 std::optional<Redirect> redirect_of(const redisReply* r, const Endpoint& asked);
+// The same from an error's text (a reply already turned into a message).
+std::optional<Redirect> redirect_of(std::string_view error, const Endpoint& asked);
 
 // CLUSTER SLOTS: [[first, last, [host, port, id...], replicas...], ...].
 // Each well-formed range with its master (an empty or NULL host: `asked`'s
@@ -96,7 +98,8 @@ std::string role_of(const redisReply* r);
 // switch or a malformed message.
 std::optional<Endpoint> switched_master_of(std::string_view payload, std::string_view master_name);
 
-// A pub/sub push ["message", channel, payload] as (channel, payload);
+// A pub/sub push ["message", channel, payload] (or "smessage": sharded
+// pub/sub, Redis 7) as (channel, payload);
 // nullopt for anything else (subscribe confirmations, PONGs, junk).
 struct Message {
   std::string_view channel;

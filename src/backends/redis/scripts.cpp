@@ -53,9 +53,16 @@ local function next_token(k)
 end
 )lua"},
     {"publish", R"lua(
--- One wake-up: a message on the waiter's client channel.
+-- One wake-up: a message on the waiter's client channel. An empty prefix
+-- (redis+cluster) means the name's own channel "<key base>client:<client
+-- id>", in this script's slot: SPUBLISH, heard on that shard only.
 local function publish(channel_prefix, entry, tag)
-  redis.call('PUBLISH', channel_prefix .. string.match(entry, '^[^/]*'), entry .. '\n' .. tag)
+  local client = string.match(entry, '^[^/]*')
+  if channel_prefix == '' then
+    redis.call('SPUBLISH', string.match(KEYS[1], '^(.*}:)') .. 'client:' .. client, entry .. '\n' .. tag)
+  else
+    redis.call('PUBLISH', channel_prefix .. client, entry .. '\n' .. tag)
+  end
 end
 )lua"},
     {"live_head", R"lua(

@@ -5,7 +5,9 @@
 // tag, so one cluster slot. The keys each family expects are listed below
 // and laid out in redis_backend.cpp. A waiter entry is "<client id>/<slot>";
 // a wake-up is a PUBLISH on "<prefix>client:<client id>" of
-// "<entry>\n<tag>" (subscriber.h).
+// "<entry>\n<tag>" (subscriber.h); redis+cluster passes "" as the channel
+// prefix, and the wake-up is an SPUBLISH on "<prefix>{<name>}:client:<client
+// id>" (the key base of KEYS[1]), in the script's own slot.
 #pragma once
 
 #include <array>

@@ -122,8 +122,8 @@ void MasterLocator::learned(const Endpoint& at) {
   }
   // A new master (or the first one): connections to any other are dropped.
   epoch_.fetch_add(1);
-  { std::lock_guard lk(switch_mu_); }  // the switch thread is waiting, or will see the new epoch
-  switch_cv_.notify_one();
+  std::lock_guard lk(switch_mu_);
+  if (revalidator_) revalidator_->request();
 }
 
 // "+switch-master <name> <old ip> <old port> <new ip> <new port>"
@@ -133,10 +133,12 @@ void MasterLocator::on_message(std::string_view channel, std::string_view payloa
 }
 
 Status MasterLocator::start(std::function<bool()> on_switch, steady::time_point deadline) {
-  on_switch_ = std::move(on_switch);
   {
+    // (the master found so far is the first, not a switch)
     std::lock_guard lk(switch_mu_);
-    switched_ = epoch_.load();  // the master found so far is the first, not a switch
+    revalidator_ = std::make_unique<Revalidator>([on_switch = std::move(on_switch)](const std::set<int>&) {
+      return on_switch();
+    });
   }
   watcher_ = std::make_unique<Subscriber>(watch_config_, "+switch-master",
                                           [this](std::string_view channel, std::string_view payload) {
@@ -148,43 +150,21 @@ Status MasterLocator::start(std::function<bool()> on_switch, steady::time_point 
   for (std::size_t i = 1; !started && i < sentinels_.size() && steady::now() < deadline; ++i)
     started = watcher_->start(deadline);  // (a failed connection moved the rotation on)
   if (!started) {
-    watcher_.reset();
+    stop();
     return started;
   }
-  switch_thread_ = std::thread([this] { run_switches(); });
   return {};
 }
 
 void MasterLocator::stop() {
+  // (not under switch_mu_: the check it may be running can learn a master)
+  Revalidator* revalidator;
   {
     std::lock_guard lk(switch_mu_);
-    stopping_ = true;
+    revalidator = revalidator_.get();
   }
-  switch_cv_.notify_one();
-  if (switch_thread_.joinable()) switch_thread_.join();
+  if (revalidator) revalidator->stop();
   watcher_.reset();
-}
-
-void MasterLocator::run_switches() {
-  std::unique_lock lk(switch_mu_);
-  for (;;) {
-    switch_cv_.wait(lk, [&] { return stopping_ || switched_ != epoch_.load(); });
-    if (stopping_) return;
-    const std::uint64_t epoch = switched_ = epoch_.load();
-    for (int attempt = 0; attempt < 50; ++attempt) {
-      lk.unlock();
-      bool done = false;
-      try {
-        done = on_switch_();
-      } catch (...) {
-      }
-      lk.lock();
-      // Done, or stopping, or another switch came (its own round follows).
-      if (done || switch_cv_.wait_for(lk, std::chrono::milliseconds(100),
-                                      [&] { return stopping_ || epoch_.load() != epoch; }))
-        break;
-    }
-  }
 }
 
 }  // namespace dlock::detail::redis

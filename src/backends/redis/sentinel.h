@@ -26,6 +26,7 @@
 #pragma once
 
 #include "backends/redis/options.h"
+#include "backends/redis/revalidator.h"
 #include "backends/redis/session.h"
 #include "backends/redis/subscriber.h"
 
@@ -53,7 +54,7 @@ class MasterLocator final : public Discovery {
   std::uint64_t epoch() const noexcept override { return epoch_.load(); }
 
   // Starts following +switch-master, and running `on_switch` after each
-  // change of master (on a thread of the locator's); while it returns false
+  // change of master (on a Revalidator's thread); while it returns false
   // (the new master did not answer) it is run again every 100 ms, for up
   // to 5 s.
   Status start(std::function<bool()> on_switch, steady::time_point deadline);
@@ -66,7 +67,6 @@ class MasterLocator final : public Discovery {
   // The master is `at` now (from a sentinel's answer or announcement).
   void learned(const Endpoint& at);
   void on_message(std::string_view channel, std::string_view payload);
-  void run_switches();
 
   const std::string master_name_;
   const std::vector<Endpoint> sentinels_;
@@ -81,12 +81,8 @@ class MasterLocator final : public Discovery {
   std::atomic<std::uint64_t> epoch_{0};
 
   std::unique_ptr<Subscriber> watcher_;
-  std::function<bool()> on_switch_;
   std::mutex switch_mu_;
-  std::condition_variable switch_cv_;
-  std::uint64_t switched_ = 0;  // switch_mu_: epochs the switch thread has handled
-  bool stopping_ = false;       // switch_mu_
-  std::thread switch_thread_;
+  std::unique_ptr<Revalidator> revalidator_;  // switch_mu_ (set by start, stopped by stop)
 };
 
 }  // namespace dlock::detail::redis

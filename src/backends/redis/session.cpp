@@ -384,6 +384,10 @@ struct Pool::Request {
   State state = State::queued;     // Channel::mu
   bool lead = false;               // Channel::mu: its thread is to lead now
   bool abandoned = false;          // Channel::mu: its thread left (out of time), or none waits (send)
+  // Channel::mu: start() wrote it (or queued it) and its thread is not
+  // waiting yet (finish()): the lead is not passed to it meanwhile.
+  bool parked = false;
+  bool write_only = false;         // its thread leads only until it is written (start())
   std::function<void(Replies)> done;  // send(): who gets the replies
   std::condition_variable cv;      // with Channel::mu
 };
@@ -455,9 +459,19 @@ Replies Pool::run_on(Channel& ch, const Batch& batch, steady::time_point deadlin
 
   std::unique_lock lk(ch.mu);
   ch.queue.push_back(me);
-  if (ch.busy) {
+  if (!ch.busy) {
+    ch.busy = true;
+    me->lead = true;
+  }
+  return await(ch, lk, me, step);
+}
+
+Replies Pool::await(Channel& ch, std::unique_lock<std::mutex>& lk, const std::shared_ptr<Request>& me,
+                    std::string_view step) {
+  if (me->state != Request::State::done && !me->lead) {
     // A follower: the leader answers us, or passes us the lead.
-    const bool woken = me->cv.wait_until(lk, deadline, [&] { return me->state == Request::State::done || me->lead; });
+    const bool woken =
+        me->cv.wait_until(lk, me->deadline, [&] { return me->state == Request::State::done || me->lead; });
     if (me->state == Request::State::done) return std::move(me->result);
     if (!woken) {
       if (me->state == Request::State::queued) {
@@ -467,11 +481,46 @@ Replies Pool::run_on(Channel& ch, const Batch& batch, steady::time_point deadlin
       me->abandoned = true;  // written: the leader reads its replies and drops them
       return {{}, no_answer(step)};
     }
-  } else {
-    ch.busy = true;
   }
+  if (me->state == Request::State::done) return std::move(me->result);
   lead(ch, lk, *me, step);
   return std::move(me->result);
+}
+
+Pool::Pending Pool::start(const Batch& batch, steady::time_point deadline, std::string_view step) {
+  if (batch.empty()) return {};
+  Channel& ch = pick();
+  auto me = std::make_shared<Request>(batch, deadline);
+  me->parked = true;
+  ch.calls.fetch_add(1, std::memory_order_relaxed);
+  std::unique_lock lk(ch.mu);
+  ch.queue.push_back(me);
+  if (!ch.busy) {
+    // Nobody leads: write it now (and whatever else queued), then let go.
+    ch.busy = true;
+    me->write_only = true;
+    lead(ch, lk, *me, step);
+    me->write_only = false;
+  }
+  return {me, &ch};
+}
+
+Replies Pool::finish(Pending& pending, std::string_view step) {
+  if (!pending.request) return {};
+  Channel& ch = *pending.channel;
+  struct Leave {
+    std::atomic<int>& calls;
+    ~Leave() { calls.fetch_sub(1, std::memory_order_relaxed); }
+  } leave{ch.calls};
+  std::unique_lock lk(ch.mu);
+  auto me = std::move(pending.request);
+  me->parked = false;
+  // Its replies unread (or it still queued) and nobody leading: we lead.
+  if (me->state != Request::State::done && !me->lead && !ch.busy) {
+    ch.busy = true;
+    me->lead = true;
+  }
+  return await(ch, lk, me, step);
 }
 
 // Called with lk held and the lead; returns with lk held, me done and the
@@ -562,7 +611,8 @@ void Pool::lead(Channel& ch, std::unique_lock<std::mutex>& lk, Request& me, std:
   // Our part is over once our replies are in, or (send()) once our batch
   // is written.
   auto settled = [&] {
-    return me.state == State::done || (me.done && me.state == State::sent && !conn.output_pending());
+    return me.state == State::done ||
+           ((me.done || me.write_only) && me.state == State::sent && !conn.output_pending());
   };
   me.lead = false;
   bool flushed = false;
@@ -669,20 +719,22 @@ void Pool::lead(Channel& ch, std::unique_lock<std::mutex>& lk, Request& me, std:
   // (it waits for its replies), else to the first queued one (it writes).
   std::shared_ptr<Request> next;
   for (auto& r : ch.sent)
-    if (!r->abandoned) {
+    if (!r->abandoned && !r->parked) {
       next = r;
       break;
     }
   if (!next)
     for (auto& r : ch.queue)
-      if (!r->done) {
+      if (!r->done && !r->parked) {
         next = r;
         break;
       }
   // Only batches sent without waiting are left queued (the rounds ran out):
-  // they fail, and the lease frees what they would have released.
+  // they fail, and the lease frees what they would have released. (A
+  // parked one stays: its thread leads for it in finish().)
   if (!next)
     std::erase_if(ch.queue, [&](std::shared_ptr<Request>& r) {
+      if (r->parked) return false;
       r->result.failure = Status(errc::unavailable, std::string(step) + ": not sent (the connection was busy)");
       finished.push_back(std::move(r));
       return true;

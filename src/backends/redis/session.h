@@ -238,11 +238,27 @@ class Pool final : public Commands {
   Result<std::string> load(Script script, steady::time_point deadline) override;
   Result<std::vector<Pool*>> shards(steady::time_point) override { return std::vector<Pool*>{this}; }
 
- private:
   struct Request;
   struct Channel;
+  // A batch start() sent (or queued), whose replies finish() waits for.
+  struct Pending {
+    std::shared_ptr<Request> request;
+    Channel* channel = nullptr;
+  };
+  // run() in two halves, so that one thread's batches to several servers
+  // are all written before it waits for any reply (redis+cluster): start()
+  // queues the batch, and writes it if no thread leads its connection;
+  // finish() (called exactly once, soon after) waits for its replies as
+  // run() does, leading if nobody else is.
+  Pending start(const Batch& batch, steady::time_point deadline, std::string_view step);
+  Replies finish(Pending& pending, std::string_view step);
+
+ private:
   Channel& pick() noexcept;
   Replies run_on(Channel& ch, const Batch& batch, steady::time_point deadline, std::string_view step);
+  // Until `me` is answered: as a follower, or as the leader once it has the lead.
+  Replies await(Channel& ch, std::unique_lock<std::mutex>& lk, const std::shared_ptr<Request>& me,
+                std::string_view step);
   void lead(Channel& ch, std::unique_lock<std::mutex>& lk, Request& me, std::string_view step);
   static void complete(std::vector<std::shared_ptr<Request>>& finished, const Request* me);
 

@@ -39,6 +39,12 @@ struct Store {
   // The nonce tells this wait from an earlier one of the same thread: a
   // message meant for that one (late) is not taken for ours.
   std::string entry(const Subscriber::Slot& slot) const { return client_id + "/" + slot.owner + "/" + slot.nonce; }
+  // The channel this client's wake-ups for `name` come on, if sharded
+  // (redis+cluster: channel_prefix is empty; the scripts' publish() builds
+  // the same from the key): in the name's slot. Else "" (one channel).
+  std::string channel(std::string_view name) const {
+    return channel_prefix.empty() ? base(name) + "client:" + client_id : std::string();
+  }
   // The slot key of the calling thread when it watches for an event.
   std::string watcher_key() const;
 };
@@ -65,7 +71,7 @@ class EventWaiter final : public Waiter {
 // it into an EventWaiter or lets it go.
 class WatchSlot {
  public:
-  WatchSlot(const Store& store, bool watch, std::string tag);
+  WatchSlot(const Store& store, bool watch, std::string_view name, std::string tag);
   ~WatchSlot();
   WatchSlot(const WatchSlot&) = delete;
   WatchSlot& operator=(const WatchSlot&) = delete;

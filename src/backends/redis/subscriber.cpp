@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
+#include <initializer_list>
 #include <vector>
 
 namespace dlock::detail::redis {
@@ -20,16 +22,56 @@ using std::chrono::milliseconds;
 // for op_timeout means the server is gone (or black-holed): reconnect.
 constexpr milliseconds ping_every{1'000};
 
+// A sharded channel whose SSUBSCRIBE failed (not MOVED) is tried again after this.
+constexpr milliseconds retry_after{100};
+
 bool is_array_starting(const redisReply* r, std::string_view kind) {
   return r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->type == REDIS_REPLY_STRING &&
          std::string_view(r->element[0]->str, r->element[0]->len) == kind;
 }
 
+// In subscribed mode PING answers ["pong", ""]; a sharded link with no
+// channel yet answers +PONG.
+bool is_pong(const redisReply* r) {
+  return is_array_starting(r, "pong") ||
+         (r && r->type == REDIS_REPLY_STATUS && std::string_view(r->str, r->len) == "PONG");
+}
+
+// Queues the command on the context and writes it out; false if that failed.
+bool write_command(redisContext* c, std::initializer_list<std::string_view> words) {
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lengths;
+  for (auto w : words) {
+    argv.push_back(w.data());
+    lengths.push_back(w.size());
+  }
+  if (redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lengths.data()) != REDIS_OK) return false;
+  int done = 0;
+  while (!done)
+    if (redisBufferWrite(c, &done) != REDIS_OK) return false;
+  return true;
+}
+
+std::string address(const Endpoint& e) { return e.host + ":" + std::to_string(e.port.value_or(6379)); }
+
 }  // namespace
 
-Subscriber::Subscriber(const Config& config, std::string channel, MessageHook on_message)
-    : config_(config), channel_(std::move(channel)), on_message_(std::move(on_message)), connection_(config, nullptr) {
+struct Subscriber::Link {
+  Link(const Config& config, Endpoint master) : at(std::move(master)), conn(config, nullptr) {}
+  const Endpoint at;  // sharded: the master
+  Connection conn;
+  // Sharded: the channels of the SSUBSCRIBE / SUNSUBSCRIBE sent and not
+  // answered yet, in order (an error reply is the first one's).
+  std::deque<std::string> asked;
+  steady::time_point heard_at = steady::now();
+  steady::time_point ping_sent = steady::time_point::max();  // max: no PING outstanding
+};
+
+Subscriber::Subscriber(const Config& config, std::string channel, MessageHook on_message, SlotOwners* owners)
+    : config_(config), channel_(std::move(channel)), on_message_(std::move(on_message)), owners_(owners) {
+  if (!owners_) links_[""] = std::make_unique<Link>(config_, Endpoint{});
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  kick_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 Subscriber::~Subscriber() {
@@ -39,40 +81,62 @@ Subscriber::~Subscriber() {
     thread_.join();
   }
   if (stop_fd_ >= 0) ::close(stop_fd_);
+  if (kick_fd_ >= 0) ::close(kick_fd_);
+}
+
+void Subscriber::kick() {
+  std::uint64_t one = 1;
+  (void)!::write(kick_fd_, &one, sizeof one);
 }
 
 Status Subscriber::start(steady::time_point deadline) {
-  if (stop_fd_ < 0) return Status(errc::internal, "redis backend: eventfd failed");
-  if (Status s = subscribe(deadline); !s) return s;
+  if (stop_fd_ < 0 || kick_fd_ < 0) return Status(errc::internal, "redis backend: eventfd failed");
+  if (!owners_)
+    if (Status s = subscribe(deadline); !s) return s;
   thread_ = std::thread([this] { run(); });
   return {};
 }
 
 Status Subscriber::subscribe(steady::time_point deadline) {
-  if (Status s = connection_.connect(deadline); !s) return s;
+  Connection& connection = links_.at("")->conn;
+  if (Status s = connection.connect(deadline); !s) return s;
   const std::string_view words[] = {"SUBSCRIBE", channel_};
-  auto reply = connection_.command(words, deadline, "subscribing to " + channel_);
+  auto reply = connection.command(words, deadline, "subscribing to " + channel_);
   if (!reply) return reply.status();
   if (!is_array_starting(reply->get(), "subscribe")) {
-    connection_.drop();
+    connection.drop();
     return Status(errc::internal, "redis backend: SUBSCRIBE answered something unexpected");
   }
   return {};
 }
 
-std::shared_ptr<Subscriber::Slot> Subscriber::add(const std::string& owner, const std::string& name) {
+std::shared_ptr<Subscriber::Slot> Subscriber::add(const std::string& owner, const std::string& name,
+                                                 const std::string& channel) {
   auto slot = std::make_shared<Slot>();
   slot->owner = owner;
   slot->name = name;
-  std::lock_guard lk(mu_);
+  std::unique_lock lk(mu_);
   slot->nonce = std::to_string(++next_nonce_);
   slots_[owner] = slot;  // an owner is one thread: it waits for one lock at a time
+  if (owners_ && !channel.empty()) {
+    slot->channel = channel;
+    Channel& c = channels_[channel];  // (erased by the thread only once it has no users)
+    ++c.users;
+    if (!c.confirmed) {
+      kick();
+      confirmed_.wait_until(lk, steady::now() + config_.op_timeout, [&] { return c.confirmed; });
+    }
+  }
   return slot;
 }
 
 bool Subscriber::remove(const std::shared_ptr<Slot>& slot) {
   std::lock_guard lk(mu_);
   if (auto it = slots_.find(slot->owner); it != slots_.end() && it->second == slot) slots_.erase(it);
+  if (!slot->channel.empty()) {
+    if (auto c = channels_.find(slot->channel); c != channels_.end() && --c->second.users == 0) kick();
+    slot->channel.clear();  // counted once
+  }
   return slot->queued;
 }
 
@@ -129,6 +193,12 @@ std::function<void()> Subscriber::notify(Slot& slot) {
   return slot.on_notify;
 }
 
+void Subscriber::wake_channel(const std::string& channel, std::vector<std::function<void()>>& calls) {
+  for (auto& [owner, slot] : slots_)
+    if (slot->channel == channel)
+      if (auto call = notify(*slot)) calls.push_back(std::move(call));
+}
+
 void Subscriber::wake_all() {
   std::vector<std::function<void()>> calls;
   {
@@ -174,67 +244,225 @@ bool Subscriber::sleep_unless_stopped(milliseconds d) {
   }
 }
 
-void Subscriber::run() {
-  auto heard_at = steady::now();
-  auto ping_sent = steady::time_point::max();  // max: no PING outstanding
-  milliseconds backoff{0};
-  for (;;) {
-    if (connection_.connected() && connection_.stale()) connection_.lose("subscriber: the master changed");
-    if (!connection_.connected()) {
-      if (Status s = subscribe(steady::now() + config_.op_timeout); !s) {
-        backoff = std::clamp(backoff * 2, milliseconds(50), milliseconds(1'000));
-        if (!sleep_unless_stopped(backoff)) return;
+void Subscriber::reconcile() {
+  struct Todo {
+    std::string channel;
+    std::string leave_on;  // "": subscribe; else SUNSUBSCRIBE on this link
+  };
+  std::vector<Todo> todo;
+  const auto now = steady::now();
+  {
+    std::lock_guard lk(mu_);
+    for (auto it = channels_.begin(); it != channels_.end();) {
+      Channel& c = it->second;
+      if (c.users == 0 && c.link.empty()) {
+        it = channels_.erase(it);
         continue;
       }
-      backoff = milliseconds(0);
-      heard_at = steady::now();
-      ping_sent = steady::time_point::max();
-      wake_all();  // whatever was published meanwhile is lost: everyone retries
+      if (c.users > 0 && c.link.empty() && c.retry_at <= now) todo.push_back({it->first, {}});
+      else if (c.users == 0 && !c.link.empty() && !c.leaving) todo.push_back({it->first, c.link});
+      ++it;
     }
-    redisContext* c = connection_.context();
+  }
+  const auto deadline = now + config_.op_timeout;
+  for (const Todo& t : todo) {
+    Link* link = nullptr;
+    bool sent = false;
+    if (!t.leave_on.empty()) {
+      auto it = links_.find(t.leave_on);
+      link = it != links_.end() ? it->second.get() : nullptr;
+      sent = link && link->conn.connected() && write_command(link->conn.context(), {"SUNSUBSCRIBE", t.channel});
+    } else if (auto at = owners_->master_of(hash_slot(t.channel), std::exchange(reread_, false), deadline)) {
+      auto& slot = links_[address(*at)];
+      if (!slot) slot = std::make_unique<Link>(owners_->node_config(*at), *at);
+      link = slot.get();
+      if (!link->conn.connected()) {
+        if (link->conn.connect(deadline).ok()) {
+          link->heard_at = steady::now();
+          link->ping_sent = steady::time_point::max();
+          link->asked.clear();
+        }
+      }
+      sent = link->conn.connected() && write_command(link->conn.context(), {"SSUBSCRIBE", t.channel});
+    }
+    if (sent) link->asked.push_back(t.channel);
+    else if (link && link->conn.connected()) link->conn.lose("subscriber: a write failed");
+    std::lock_guard lk(mu_);
+    Channel& c = channels_[t.channel];
+    if (!t.leave_on.empty()) {
+      c.leaving = sent;
+      c.confirmed = false;  // a waiter coming now waits for the channel to be subscribed again
+      if (!sent) c.link.clear();
+    } else if (sent) {
+      c.link = address(link->at);
+    } else {
+      c.retry_at = steady::now() + retry_after;
+      reread_ = true;
+    }
+  }
+}
+
+bool Subscriber::on_reply(Link& link, const redisReply* r) {
+  const bool joined = is_array_starting(r, "ssubscribe");
+  std::vector<std::function<void()>> calls;
+  if (joined || is_array_starting(r, "sunsubscribe")) {
+    if (r->elements < 2 || r->element[1]->type != REDIS_REPLY_STRING) return false;
+    const std::string channel(r->element[1]->str, r->element[1]->len);
+    const bool answer = !link.asked.empty() && link.asked.front() == channel;
+    if (answer) link.asked.pop_front();
+    {
+      std::lock_guard lk(mu_);
+      auto it = channels_.find(channel);
+      if (it == channels_.end()) return true;
+      Channel& c = it->second;
+      if (joined) {
+        c.confirmed = true;
+        if (std::exchange(c.lost, false)) wake_channel(channel, calls);  // a message may have been lost meanwhile
+        confirmed_.notify_all();
+      } else if (answer && c.leaving) {
+        c.link.clear();  // (subscribed again next round if a waiter came back)
+        c.leaving = false;
+      } else {
+        // Pushed by the server: the slot moved away (migration, failover).
+        c.link.clear();
+        c.confirmed = c.leaving = false;
+        c.lost = true;
+        c.retry_at = {};
+        reread_ = true;
+        wake_channel(channel, calls);
+      }
+    }
+    for (auto& call : calls) call();
+    return true;
+  }
+  if (r->type != REDIS_REPLY_ERROR) return true;
+  // The answer to the oldest SSUBSCRIBE / SUNSUBSCRIBE: MOVED (the map is
+  // stale), or the cluster is down for now.
+  if (link.asked.empty()) return false;
+  const std::string channel = std::move(link.asked.front());
+  link.asked.pop_front();
+  const std::string_view text(r->str, r->len);
+  const bool moved = text.starts_with("MOVED ");
+  if (moved) owners_->redirected(text, link.at);
+  std::lock_guard lk(mu_);
+  if (auto it = channels_.find(channel); it != channels_.end()) {
+    Channel& c = it->second;
+    c.link.clear();
+    c.confirmed = c.leaving = false;
+    c.retry_at = moved ? steady::time_point{} : steady::now() + retry_after;
+    reread_ = reread_ || !moved;
+  }
+  return true;
+}
+
+void Subscriber::lose_link(const std::string& where, std::string_view why) {
+  auto it = links_.find(where);
+  if (it == links_.end()) return;
+  it->second->conn.lose(why);
+  it->second->asked.clear();
+  reread_ = true;  // the master may have failed: its replica serves the slots soon
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [name, c] : channels_)
+      if (c.link == where) {
+        c.link.clear();
+        c.confirmed = c.leaving = false;
+        c.lost = true;
+        c.retry_at = {};
+        wake_channel(name, calls);
+      }
+  }
+  for (auto& call : calls) call();
+}
+
+void Subscriber::run() {
+  milliseconds backoff{0};
+  for (;;) {
+    if (owners_) {
+      reconcile();
+    } else {
+      Link& link = *links_.at("");
+      Connection& connection = link.conn;
+      if (connection.connected() && connection.stale()) connection.lose("subscriber: the master changed");
+      if (!connection.connected()) {
+        if (Status s = subscribe(steady::now() + config_.op_timeout); !s) {
+          backoff = std::clamp(backoff * 2, milliseconds(50), milliseconds(1'000));
+          if (!sleep_unless_stopped(backoff)) return;
+          continue;
+        }
+        backoff = milliseconds(0);
+        link.heard_at = steady::now();
+        link.ping_sent = steady::time_point::max();
+        wake_all();  // whatever was published meanwhile is lost: everyone retries
+      }
+    }
     const auto now = steady::now();
-    auto next_check = ping_sent != steady::time_point::max() ? ping_sent + config_.op_timeout : heard_at + ping_every;
-    int timeout = static_cast<int>(std::clamp<std::int64_t>(
+    auto next_check = now + ping_every;
+    std::vector<pollfd> fds = {{stop_fd_, POLLIN, 0}, {kick_fd_, POLLIN, 0}};
+    std::vector<std::pair<std::string, Link*>> polled;
+    for (auto& [where, link] : links_) {
+      if (!link->conn.connected()) continue;
+      fds.push_back({link->conn.context()->fd, POLLIN, 0});
+      polled.emplace_back(where, link.get());
+      next_check = std::min(next_check, link->ping_sent != steady::time_point::max()
+                                            ? link->ping_sent + config_.op_timeout
+                                            : link->heard_at + ping_every);
+    }
+    if (owners_) {
+      std::lock_guard lk(mu_);
+      for (auto& [name, c] : channels_)
+        if (c.link.empty()) next_check = std::min(next_check, std::max(c.retry_at, now));
+    }
+    const int timeout = static_cast<int>(std::clamp<std::int64_t>(
         std::chrono::ceil<milliseconds>(next_check - now).count(), 0, ping_every.count()));
-    pollfd p[2] = {{stop_fd_, POLLIN, 0}, {c->fd, POLLIN, 0}};
-    int n = ::poll(p, 2, timeout);
+    const int n = ::poll(fds.data(), fds.size(), timeout);
     if (n < 0 && errno != EINTR) {
-      connection_.lose("subscriber: waiting for messages failed");
+      for (auto& [where, link] : polled)
+        if (owners_) lose_link(where, "subscriber: waiting for messages failed");
+        else link->conn.lose("subscriber: waiting for messages failed");
       continue;
     }
-    if (p[0].revents) return;  // the backend is being destroyed
-    if (p[1].revents) {
+    if (n > 0 && fds[0].revents) return;  // the backend is being destroyed
+    if (n > 0 && fds[1].revents) {
+      std::uint64_t count;
+      (void)!::read(kick_fd_, &count, sizeof count);
+    }
+    std::vector<std::pair<std::string, std::string_view>> failed;
+    for (std::size_t i = 0; i < polled.size(); ++i) {
+      auto& [where, link] = polled[i];
+      if (n <= 0 || !fds[i + 2].revents) continue;
+      redisContext* c = link->conn.context();
       if (redisBufferRead(c) != REDIS_OK) {
-        connection_.lose("subscriber: the server closed the connection");  // resubscribe
+        failed.emplace_back(where, "subscriber: the server closed the connection");  // resubscribe
         continue;
       }
       void* raw = nullptr;
-      while (redisGetReplyFromReader(c, &raw) == REDIS_OK && raw) {
+      bool in_step = true;
+      while (in_step && redisGetReplyFromReader(c, &raw) == REDIS_OK && raw) {
         Reply reply(static_cast<redisReply*>(raw));
         raw = nullptr;
-        heard_at = steady::now();
-        if (is_array_starting(reply.get(), "pong")) ping_sent = steady::time_point::max();
-        else dispatch(reply.get());
+        link->heard_at = steady::now();
+        if (is_pong(reply.get())) link->ping_sent = steady::time_point::max();
+        else if (is_array_starting(reply.get(), "message") || is_array_starting(reply.get(), "smessage"))
+          dispatch(reply.get());
+        else if (owners_) in_step = on_reply(*link, reply.get());
       }
-      if (c->err) {
-        connection_.lose("subscriber: a read failed");
-        continue;
-      }
+      if (c->err || !in_step) failed.emplace_back(where, "subscriber: a read failed");
     }
     const auto after = steady::now();
-    if (ping_sent != steady::time_point::max()) {
-      if (after >= ping_sent + config_.op_timeout) connection_.lose("subscriber: no answer to PING");
-    } else if (after >= heard_at + ping_every) {
-      // In subscribed mode PING answers ["pong", ""].
-      if (redisAppendCommand(c, "PING") != REDIS_OK) {
-        connection_.drop();
-        continue;
+    for (auto& [where, link] : polled) {
+      if (std::any_of(failed.begin(), failed.end(), [&](const auto& f) { return f.first == where; })) continue;
+      if (link->ping_sent != steady::time_point::max()) {
+        if (after >= link->ping_sent + config_.op_timeout) failed.emplace_back(where, "subscriber: no answer to PING");
+      } else if (after >= link->heard_at + ping_every) {
+        if (write_command(link->conn.context(), {"PING"})) link->ping_sent = after;
+        else failed.emplace_back(where, "subscriber: a write failed");
       }
-      int done = 0;
-      while (!done)
-        if (redisBufferWrite(c, &done) != REDIS_OK) break;
-      if (!done) connection_.drop();
-      else ping_sent = after;
+    }
+    for (auto& [where, why] : failed) {
+      if (owners_) lose_link(where, why);
+      else links_.at(where)->conn.lose(why);
     }
   }
 }

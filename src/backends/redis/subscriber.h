@@ -11,12 +11,25 @@
 // since a message sent meanwhile is lost (they retry, and re-queue). With a
 // Discovery (redis+sentinel) it follows the master: a connection made before
 // the master changed is dropped within a second and made again.
+//
+// Sharded (redis+cluster, given SlotOwners): a release SPUBLISHes in its
+// lock's slot, on "<prefix>{<name>}:client:<client id>" (scripts.h), which
+// only the master serving that slot hears. The thread then keeps one
+// connection per master and SSUBSCRIBEs there to the channel of each name
+// a local thread waits on (counted: the first waiter subscribes, and add()
+// returns once the master confirmed or op_timeout passed; the last one
+// gone unsubscribes). A channel is subscribed again, on the master the map
+// names then, when SSUBSCRIBE answers MOVED, when the server unsubscribes
+// it (its slot moved away: the server pushes "sunsubscribe") and when the
+// connection fails; its waiters are woken then, since a message sent
+// meanwhile is lost.
 #pragma once
 
 #include "backends/redis/session.h"
 
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,6 +38,19 @@
 #include <unordered_map>
 
 namespace dlock::detail::redis {
+
+// Which master serves a hash slot (redis+cluster's router), for a
+// sharded subscriber.
+class SlotOwners {
+ public:
+  virtual ~SlotOwners() = default;
+  // The master serving `slot`; the map is read again first if `reread`.
+  virtual std::optional<Endpoint> master_of(int slot, bool reread, steady::time_point deadline) = 0;
+  // Node `asked` answered `error`, "MOVED <slot> <host>:<port>".
+  virtual void redirected(std::string_view error, const Endpoint& asked) = 0;
+  // The settings of a connection to node `at` (alive as long as the owner).
+  virtual const Config& node_config(const Endpoint& at) = 0;
+};
 
 class Subscriber {
  public:
@@ -41,6 +67,7 @@ class Subscriber {
     std::string owner;
     std::string name;
     std::string nonce;  // unique per slot of this subscriber (see Store::entry)
+    std::string channel;  // sharded: the channel its wake-ups come on
     bool notified = false;  // guarded by Subscriber's mutex
     // Whether the store may have our entry in the lock's queue (a failed
     // attempt put it there): then leaving must take it out.
@@ -60,16 +87,20 @@ class Subscriber {
   // threads (the sentinel's +switch-master): its channel and payload.
   using MessageHook = std::function<void(std::string_view channel, std::string_view payload)>;
 
-  Subscriber(const Config& config, std::string channel, MessageHook on_message = {});
+  // One channel on one server; or, with `owners`, sharded (`channel` unused).
+  Subscriber(const Config& config, std::string channel, MessageHook on_message = {}, SlotOwners* owners = nullptr);
   ~Subscriber();  // stops and joins the thread
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
 
   // Connects and subscribes (so a waiter registered after this is heard),
-  // then starts the thread.
+  // then starts the thread. (Sharded: starts the thread.)
   Status start(steady::time_point deadline);
 
-  std::shared_ptr<Slot> add(const std::string& owner, const std::string& name);
+  // `channel`: sharded, the channel its wake-ups come on (subscribed on
+  // the master of its slot before this returns, unless that takes longer
+  // than op_timeout); else unused.
+  std::shared_ptr<Slot> add(const std::string& owner, const std::string& name, const std::string& channel = {});
   // Removes the slot; whether its entry may still be queued in the store.
   bool remove(const std::shared_ptr<Slot>& slot);
   // The slot of `owner` waiting for `name`, or nullptr.
@@ -94,22 +125,48 @@ class Subscriber {
   void call_back(Slot& slot, std::function<void()> notify);
 
  private:
+  // One connection: to the server (not sharded), or to one master.
+  struct Link;
+  // A sharded channel: how many slots wait on it, and where it is subscribed.
+  struct Channel {
+    int users = 0;
+    std::string link;        // the link's address it was SSUBSCRIBEd on ("" none)
+    bool confirmed = false;  // the master confirmed it
+    bool leaving = false;    // SUNSUBSCRIBE sent
+    bool lost = false;       // it was unsubscribed by a failure: wake its waiters once it is back
+    steady::time_point retry_at{};
+  };
+
   void run();
   Status subscribe(steady::time_point deadline);
   // Notifies `slot`; the callback to run once the mutex is let go, if any.
   std::function<void()> notify(Slot& slot);
   void dispatch(const redisReply* reply);
   void wake_all();
+  // Wakes the slots waiting on `channel` (mu_ held); their callbacks.
+  void wake_channel(const std::string& channel, std::vector<std::function<void()>>& calls);
   bool sleep_unless_stopped(std::chrono::milliseconds d);
+  void kick();
+  // Sharded, the thread's: (un)subscribes what add() and remove() asked for.
+  void reconcile();
+  // A reply on a sharded link (not a message); false if the link is out of step.
+  bool on_reply(Link& link, const redisReply* reply);
+  // The link failed: its channels are subscribed again elsewhere.
+  void lose_link(const std::string& where, std::string_view why);
 
   const Config& config_;
   const std::string channel_;
   const MessageHook on_message_;
-  Connection connection_;  // used by the thread only (and start() before it)
+  SlotOwners* const owners_;  // sharded if not null
+  std::map<std::string, std::unique_ptr<Link>> links_;  // the thread's (and start()'s) by address; "" unsharded
+  bool reread_ = false;                                 // the thread's: the slot map is to be read again
   int stop_fd_ = -1;       // eventfd: written once to stop the thread
+  int kick_fd_ = -1;       // eventfd: add()/remove() changed what to subscribe
   std::thread thread_;
   std::mutex mu_;
+  std::condition_variable confirmed_;                             // with mu_: a channel was confirmed
   std::unordered_map<std::string, std::shared_ptr<Slot>> slots_;  // by owner; guarded by mu_
+  std::map<std::string, Channel> channels_;                       // sharded; guarded by mu_
   std::uint64_t next_nonce_ = 0;                                   // guarded by mu_
 };
 
