@@ -334,67 +334,49 @@ TEST_F(Cli, DatabaseModesAreRefusedWhereTheStockIsNotInADatabase) {
 
 // The main job: with the lock (and segmented, and atomic, and on a database
 // its row lock and version check) the sale is exact; without it — or with a
-// per-process mutex — it oversells. One test per store, so that they run
-// side by side.
-class CliDemo : public Cli, public ::testing::WithParamInterface<std::string> {
- protected:
-  std::string backend() const {
-    if (GetParam() == "file") return url();
-    if (GetParam() == "sqlite") return "sqlite://" + dir_.path() + "/demo.db";
-    if (GetParam() == "redis") return server_url("redis") + "/0?prefix=" + unique_prefix(dir_.path());  // stock in Redis too
-    if (GetParam() == "zookeeper") return server_url("zookeeper") + "/" + unique_name(dir_.path());
-    // Stock in a table, and the database's own protections next to the lock's.
-    if (GetParam() == "postgres") return server_url("postgres") + "?schema=" + sql_identifier(dir_.path());
-    return server_url("mysql");  // the demo's product name is fresh: its rows are its own
-  }
-};
-
-std::vector<std::string> demo_stores() {
-  std::vector<std::string> stores{"file", "sqlite"};
+// per-process mutex — it oversells.
+TEST_F(Cli, DemoJsonNeverOversellsWithALock) {
+  std::vector<std::string> backends{url(), "sqlite://" + dir_.path() + "/demo.db"};
 #ifdef DLOCK_WITH_REDIS
-  stores.push_back("redis");
+  backends.push_back(server_url("redis") + "/0?prefix=" + unique_prefix(dir_.path()));  // stock in Redis too
 #endif
 #ifdef DLOCK_WITH_ZOOKEEPER
-  stores.push_back("zookeeper");
+  backends.push_back(server_url("zookeeper") + "/" + unique_name(dir_.path()));
 #endif
 #ifdef DLOCK_WITH_POSTGRES
-  stores.push_back("postgres");
+  // Stock in a table, and the database's own protections next to the lock's.
+  backends.push_back(server_url("postgres") + "?schema=" + sql_identifier(dir_.path()));
 #endif
 #ifdef DLOCK_WITH_MYSQL
-  stores.push_back("mysql");
+  backends.push_back(server_url("mysql"));  // the demo's product name is fresh: its rows are its own
 #endif
-  return stores;
-}
-
-TEST_P(CliDemo, JsonNeverOversellsWithALock) {
-  const std::string backend = this->backend();
-  auto [status, out] = dlock({"demo", "--backend", backend, "--stock", "1000", "--json"}, 120s);
-  ASSERT_EQ(status, 0) << out;
-  auto report = nlohmann::json::parse(out);
-  const std::string scheme = backend.substr(0, backend.find(':'));
-  const bool database = scheme == "postgres" || scheme == "mysql";
-  ASSERT_EQ(report["modes"].size(), database ? 7u : 5u) << out;
-  EXPECT_EQ(out.find(":dlock@"), std::string::npos) << "the demo printed the database password";
-  EXPECT_EQ(report["stock_in"], scheme == "redis" || database ? scheme : "memory");
-  for (const auto& mode : report["modes"]) {
-    const std::string name = mode["mode"];
-    SCOPED_TRACE(backend + " " + name);
-    EXPECT_FALSE(mode["time_limit_hit"].get<bool>());
-    if (name == "optimistic") {
-      EXPECT_GT(mode["retries"].get<std::int64_t>(), 0) << "no race was ever lost";
-    }
-    if (name == "dlock" || name == "segmented" || name == "atomic" || name == "pessimistic" ||
-        name == "optimistic") {
-      EXPECT_EQ(mode["oversold"].get<std::int64_t>(), 0);
-      EXPECT_EQ(mode["orders"].get<std::int64_t>(), 1000);
-      EXPECT_EQ(mode["stock_left"].get<std::int64_t>(), 0);
-    } else {
-      EXPECT_GT(mode["oversold"].get<std::int64_t>(), 0) << "the demo's race did not happen";
+  for (const std::string& backend : backends) {
+    auto [status, out] = dlock({"demo", "--backend", backend, "--stock", "1000", "--json"}, 120s);
+    ASSERT_EQ(status, 0) << out;
+    auto report = nlohmann::json::parse(out);
+    const std::string scheme = backend.substr(0, backend.find(':'));
+    const bool database = scheme == "postgres" || scheme == "mysql";
+    ASSERT_EQ(report["modes"].size(), database ? 7u : 5u) << out;
+    EXPECT_EQ(out.find(":dlock@"), std::string::npos) << "the demo printed the database password";
+    EXPECT_EQ(report["stock_in"], scheme == "redis" || database ? scheme : "memory");
+    for (const auto& mode : report["modes"]) {
+      const std::string name = mode["mode"];
+      SCOPED_TRACE(backend + " " + name);
+      EXPECT_FALSE(mode["time_limit_hit"].get<bool>());
+      if (name == "optimistic") {
+        EXPECT_GT(mode["retries"].get<std::int64_t>(), 0) << "no race was ever lost";
+      }
+      if (name == "dlock" || name == "segmented" || name == "atomic" || name == "pessimistic" ||
+          name == "optimistic") {
+        EXPECT_EQ(mode["oversold"].get<std::int64_t>(), 0);
+        EXPECT_EQ(mode["orders"].get<std::int64_t>(), 1000);
+        EXPECT_EQ(mode["stock_left"].get<std::int64_t>(), 0);
+      } else {
+        EXPECT_GT(mode["oversold"].get<std::int64_t>(), 0) << "the demo's race did not happen";
+      }
     }
   }
 }
-INSTANTIATE_TEST_SUITE_P(Stores, CliDemo, ::testing::ValuesIn(demo_stores()),
-                         [](const ::testing::TestParamInfo<std::string>& store) { return store.param; });
 
 // The stores that have elections and semaphores, for `dlock run --elect`
 // and `--permits`: the embedded default (no server at all), and redis://
