@@ -50,6 +50,10 @@ TEST_P(SemaphoreConformance, NeverMorePermitsOutThanItHas) {
         int seen = most.load();
         while (now > seen && !most.compare_exchange_weak(seen, now)) {
         }
+        // Stay until every permit is out (or a bound passes), so that a slow
+        // (instrumented) run still fills the semaphore if it lets it fill.
+        const auto until = std::chrono::steady_clock::now() + scaled(250ms);
+        while (most.load() < permits && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
         std::this_thread::sleep_for(20ms);
         --inside;
         ++sections;
