@@ -245,11 +245,12 @@ bool Subscriber::sleep_unless_stopped(milliseconds d) {
 }
 
 void Subscriber::reconcile() {
-  struct Todo {
+  // A channel whose subscription differs from what its waiters need.
+  struct Change {
     std::string channel;
     std::string leave_on;  // "": subscribe; else SUNSUBSCRIBE on this link
   };
-  std::vector<Todo> todo;
+  std::vector<Change> changes;
   const auto now = steady::now();
   {
     std::lock_guard lk(mu_);
@@ -259,13 +260,13 @@ void Subscriber::reconcile() {
         it = channels_.erase(it);
         continue;
       }
-      if (c.users > 0 && c.link.empty() && c.retry_at <= now) todo.push_back({it->first, {}});
-      else if (c.users == 0 && !c.link.empty() && !c.leaving) todo.push_back({it->first, c.link});
+      if (c.users > 0 && c.link.empty() && c.retry_at <= now) changes.push_back({it->first, {}});
+      else if (c.users == 0 && !c.link.empty() && !c.leaving) changes.push_back({it->first, c.link});
       ++it;
     }
   }
   const auto deadline = now + config_.op_timeout;
-  for (const Todo& t : todo) {
+  for (const Change& t : changes) {
     Link* link = nullptr;
     bool sent = false;
     if (!t.leave_on.empty()) {
