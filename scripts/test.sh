@@ -29,6 +29,8 @@
 #      Redis's replies, the zk backend's reading of a lock node's children,
 #      and the dlock tool's command line, 15 s each; all from the committed
 #      seed corpus, two at a time (about 80 s).
+# Steps 2-4 are built behind step 1's tests, at the lowest CPU priority
+# (below), so the whole run fits its time on two cores.
 # Usage: scripts/test.sh [--quick]   (--quick: only step 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,24 +56,68 @@ step() { printf '\n== %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60
 step "dev build: every test"
 cmake --preset dev >/dev/null
 cmake --build --preset dev -j "$jobs"
+
+# The sanitizer and fuzz builds run behind the tests, one after the other
+# and at the lowest CPU priority: the tests mostly wait (on servers, leases,
+# other processes) and leave more than half of the cores idle, which the
+# builds take without taking it from the tests (a test's process always
+# wins the CPU over a niced compiler). Each stage's tests start once its
+# build is done; a build's output is shown only if it fails.
+sanitized_targets=(dlock_unit_tests dlock_conformance_tests dlock_file_fault_tests dlock_redis_fault_tests
+  dlock_zookeeper_fault_tests dlock_postgres_fault_tests dlock_mysql_fault_tests dlock_redis_sentinel_fault_tests
+  dlock_redis_cluster_fault_tests dlock_quorum_fault_tests dlock_etcd_fault_tests dlock_history_checker_tests)
+fuzz_targets=(fuzz_url fuzz_duration fuzz_names fuzz_backend_config fuzz_redis_replies fuzz_zk_names fuzz_cli_args)
+build_in_background() {  # <preset> <target>...: build, log to build/<preset>.log, mark build/<preset>.built
+  local preset=$1
+  shift
+  local begun=$SECONDS
+  rm -f "build/$preset.built"
+  if cmake --preset "$preset" >"build/$preset.log" 2>&1 &&
+    cmake --build --preset "$preset" -j "$jobs" --target "$@" >>"build/$preset.log" 2>&1; then
+    echo "$((SECONDS - begun))" >"build/$preset.built"
+  else
+    return 1
+  fi
+}
+wait_for_build() {  # <preset>: wait until it is built; its log and a failure if it did not build
+  local preset=$1
+  while [[ ! -e "build/$preset.built" ]]; do
+    if ! kill -0 "$builder" 2>/dev/null; then
+      [[ -e "build/$preset.built" ]] && break
+      echo "the $preset build failed:"
+      tail -n 60 "build/$preset.log"
+      exit 1
+    fi
+    sleep 2
+  done
+  echo "($preset build done in the background: $(cat "build/$preset.built") s)"
+}
+if ((quick == 0)); then
+  # Every test binary with the unit, conformance or fault label is named: one
+  # not built would be left out silently (gtest discovery finds nothing).
+  set -m  # the builds get a process group of their own, ended with the script
+  (
+    renice -n 19 -p "$BASHPID" >/dev/null
+    build_in_background asan "${sanitized_targets[@]}" &&
+      build_in_background tsan "${sanitized_targets[@]}" &&
+      build_in_background fuzz "${fuzz_targets[@]}"
+  ) </dev/null &
+  builder=$!
+  set +m
+  trap 'kill -- -"$builder" 2>/dev/null || true' EXIT
+fi
+
 ctest --preset dev -j "$dev_test_jobs" --timeout 300
 
 if ((quick == 0)); then
   for preset in asan tsan; do
-    step "$preset build: unit, conformance and fault tests"
-    cmake --preset "$preset" >/dev/null
-    # Every test binary with the unit, conformance or fault label: one not
-    # built here would be left out silently (gtest discovery finds nothing).
-    cmake --build --preset "$preset" -j "$jobs" --target dlock_unit_tests dlock_conformance_tests \
-      dlock_file_fault_tests dlock_redis_fault_tests dlock_zookeeper_fault_tests dlock_postgres_fault_tests \
-      dlock_mysql_fault_tests dlock_redis_sentinel_fault_tests dlock_redis_cluster_fault_tests dlock_quorum_fault_tests \
-      dlock_etcd_fault_tests dlock_history_checker_tests
+    step "$preset: unit, conformance and fault tests"
+    wait_for_build "$preset"
     ctest --preset "$preset" -j "$test_jobs" --timeout 300
   done
-  step "fuzz build: the fuzzers, a bounded time each"
-  cmake --preset fuzz >/dev/null
-  cmake --build --preset fuzz -j "$jobs" --target fuzz_url fuzz_duration fuzz_names fuzz_backend_config \
-    fuzz_redis_replies fuzz_zk_names fuzz_cli_args
+  step "fuzz: the fuzzers, a bounded time each"
+  wait_for_build fuzz
   ctest --preset fuzz -j "$jobs" --timeout 300
+  wait "$builder"
 fi
 step "all tests passed"

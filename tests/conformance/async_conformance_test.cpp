@@ -320,7 +320,8 @@ TEST_P(AsyncConformance, DestroyingTheClientEndsWhatIsPending) {
   EXPECT_EQ(unavailable, 3);
   ASSERT_EQ(pending.wait_for(0s), std::future_status::ready);
   EXPECT_EQ(error_of(pending), errc::unavailable);
-  EXPECT_TRUE(eventually([&] { return thread_count() <= threads_before; }, 5s)) << "a thread outlived its client";
+  EXPECT_TRUE(eventually([&] { return thread_count() <= threads_before; }, 5s))
+      << "a thread outlived its client: " << thread_names();
   expect_next_waiter_served_at_once([this] { return client(); }, holder, lock_name());
   std::this_thread::sleep_for(scaled(100ms));
   EXPECT_EQ(after, 0) << "a completion ran after the client was destroyed";

@@ -399,7 +399,7 @@ TEST_P(Conformance, NoThreadOutlivesItsClient) {
   }
   // A joined thread can linger in /proc/self/task for a moment.
   EXPECT_TRUE(eventually([&] { return thread_count() == before; }, 1000ms))
-      << thread_count() << " threads, " << before << " before the client";
+      << thread_count() << " threads, " << before << " before the client: " << thread_names();
 }
 
 TEST_P(Conformance, DestroyingTheClientReleasesItsLocks) {

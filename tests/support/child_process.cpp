@@ -14,6 +14,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 namespace dlock::test {
 
@@ -109,19 +110,46 @@ std::string shell_output(const std::string& command) {
   return out;
 }
 
-int thread_count() {
-  int n = 0;
+namespace {
+
+// gRPC's process-wide pools, by the names gRPC gives their threads (cut to
+// the kernel's 15 characters): the timer pool and the two executors, which
+// add threads while busy and keep them until the process's last channel goes.
+bool grpc_pool_thread(const std::string& name) {
+  return name == "grpc_global_tim" || name == "default-executo" || name == "resolver-execut";
+}
+
+std::vector<std::string> thread_names_with_grpc() {
+  std::vector<std::string> names;
   if (DIR* d = ::opendir("/proc/self/task")) {
     while (dirent* e = ::readdir(d)) {
       if (e->d_name[0] == '.') continue;
       std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
       std::string name;
       std::getline(comm, name);
-      if (name != "grpc_global_tim") ++n;  // gRPC's timer pool (see the header)
+      names.push_back(name);
     }
     ::closedir(d);
   }
+  return names;
+}
+
+}  // namespace
+
+int thread_count() {
+  int n = 0;
+  for (const auto& name : thread_names_with_grpc())
+    if (!grpc_pool_thread(name)) ++n;
   return n;
+}
+
+std::string thread_names() {
+  std::string out;
+  for (const auto& name : thread_names_with_grpc()) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
 }
 
 TempDir::TempDir() {

@@ -54,11 +54,16 @@ bool eventually(F done, std::chrono::milliseconds limit) {
 // not run.
 std::string shell_output(const std::string& command);
 
-// Threads of this process (entries of /proc/self/task), less gRPC's global
-// timer threads: that pool is the process's (every gRPC channel shares it,
-// an etcd:// client's included), grows under load and is stopped by gRPC
-// only when the process's last channel goes.
+// Threads of this process (entries of /proc/self/task), less gRPC's
+// process-wide pools (its timer threads and its two executors): those are
+// the process's (every gRPC channel shares them, an etcd:// client's
+// included), grow under load and are stopped by gRPC only when the
+// process's last channel goes.
 int thread_count();
+
+// The names of all of this process's threads, gRPC's included, for a
+// failure message.
+std::string thread_names();
 
 // A fresh directory under $TMPDIR, removed with its contents on destruction.
 class TempDir {
