@@ -36,9 +36,22 @@ void Acquisition::prepare() {
   }
 }
 
+bool Acquisition::stale(Grant& grant) {
+  // Its lease had run out by the time we read the answer: this process
+  // stood still (stopped, starved) between sending the request and reading
+  // the reply, and the store may have given the lock to another since. Not
+  // a hold: let it go (if it is still ours) and ask again.
+  if (grant.valid_until > steady::now()) return false;
+  (void)driver_.release(request_, grant);
+  return true;
+}
+
 Acquisition::Step Acquisition::settle(Result<Attempt> attempt) {
   if (!attempt) return Outcome(attempt.status());
-  if (auto* grant = std::get_if<Grant>(&*attempt)) return Outcome(std::optional<Grant>(std::move(*grant)));
+  if (auto* grant = std::get_if<Grant>(&*attempt)) {
+    if (stale(*grant)) return Again{};
+    return Outcome(std::optional<Grant>(std::move(*grant)));
+  }
   const Busy& busy = std::get<Busy>(*attempt);
 
   const auto now = steady::now();
@@ -61,7 +74,10 @@ Acquisition::Step Acquisition::settle(Result<Attempt> attempt) {
 std::optional<Grant> Acquisition::woken(bool early) {
   if (early) wakeups_.fetch_add(1, std::memory_order_relaxed);
   // Handed to us by the release itself: no attempt needed.
-  return waiter_ ? waiter_->take_grant() : std::nullopt;
+  if (!waiter_) return std::nullopt;
+  auto grant = waiter_->take_grant();
+  if (grant && stale(*grant)) return std::nullopt;  // the next attempt asks again
+  return grant;
 }
 
 steady::time_point Acquisition::poll_until(const Wait& wait) {

@@ -40,7 +40,8 @@ class Acquisition {
     Waiter* waiter = nullptr;
   };
   // Attempt again at once (a subscription was just made: a release between
-  // the failed attempt and it would otherwise be missed).
+  // the failed attempt and it would otherwise be missed; or a grant was
+  // read after its lease had run out, and was let go).
   struct Again {};
   // The loop's end: a grant, nullopt (not by the deadline) or an error
   // (e.g. unavailable ends the loop at once).
@@ -63,6 +64,9 @@ class Acquisition {
   Waiter* waiter() const noexcept { return waiter_.get(); }
 
  private:
+  // A grant read after its own lease ended: released, true.
+  bool stale(Grant& grant);
+
   LockDriver& driver_;
   const LockRequest& request_;
   const steady::time_point deadline_;
