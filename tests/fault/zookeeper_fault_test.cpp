@@ -314,6 +314,43 @@ TEST_F(ZooKeeperFault, KilledHoldersAndWaitersLeaveNoNodes) {
       << "nodes of dead clients were left behind";
 }
 
+// A waiter stopped (SIGSTOP) while the lock is handed to it, past its
+// session: the release's event waits in its socket, the server ends its
+// session (its node goes) and another client takes the lock. Resumed, the
+// waiter reads the event first; it must not take that for the lock. Its
+// lock() then fails (the connection went with the session), or it queues
+// again and gets the lock after the other, with a greater token.
+TEST_F(ZooKeeperFault, WaiterStoppedPastItsSessionAsTheLockIsHandedToItIsNotGrantedIt) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  FencedResource resource(dir_.path() + "/resource", true);  // the worker's (unused here)
+  const std::string url = zk.url() + root() + "?session_timeout=2s";
+  auto holding = connect(url);
+  auto holder = holding->mutex("handed");
+  holder.lock();
+  ChildProcess waiter(
+      {DLOCK_TEST_WORKER, "hold", url, "handed", "30000", "watchdog", dir_.path() + "/resource"});
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/handed") == 2; }, 10s))
+      << "the waiter never queued";
+  waiter.signal(SIGSTOP);
+  holder.unlock();  // the waiter's watch fires into its stopped process
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/handed") == 0; }, 15s))
+      << "the stopped waiter's session never expired";
+  auto taking = connect(url);
+  auto other = taking->mutex("handed");
+  ASSERT_TRUE(other.try_lock_for(scaled(5s)));
+  waiter.signal(SIGCONT);
+  auto early = waiter.read_line(scaled(3s));
+  EXPECT_FALSE(early && early->starts_with("acquired ")) << "the resumed waiter took the lock another client holds";
+  const auto taken = other.token();
+  other.unlock();
+  if (auto line = early ? early : waiter.read_line(scaled(10s))) {
+    ASSERT_TRUE(line->starts_with("acquired ")) << *line;
+    EXPECT_GT(std::stoull(line->substr(9)), taken);
+  } else {
+    EXPECT_NE(waiter.wait(scaled(5s)).value_or(0), 0) << "the waiter neither got the lock nor failed";
+  }
+}
+
 // Contenders that leave from the middle of the queue free nothing for the
 // one behind them. Here they are another client's nodes (as a Curator or
 // kazoo waiter makes), A then B, between a dlock holder and a dlock waiter

@@ -134,11 +134,24 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     // The node we watch is gone, and we know what that leaves before ours
     // (nothing can have appeared there since: sequence numbers only grow).
     if (c && !c->node.empty() && c->generation == generation && c->signal->take_deleted(c->watched)) {
-      // It was the last one that blocked ours: we hold the lock now.
-      if (c->last_blocker) return grant(request, *c, sent);
-      // It was the first of two: the other is the last one now.
-      if (!c->then_watch.empty())
+      if (c->last_blocker) {
+        // It was the last one that blocked ours: we hold the lock now, if
+        // our node is still there. The event may have been read after a
+        // stall (SIGSTOP, an overloaded host) long enough for our session
+        // to expire and another contender to take the lock; the client
+        // learns that only from the server, so one round trip settles it.
+        auto ours = session_.exists(c->node, deadline);
+        if (!ours->wait_until(deadline)) return no_reply(step);
+        if (ours->rc == ZOK) return grant(request, *c, sent);
+        // The connection went with the session (or is being made again):
+        // look again once the client knows which; a new session queues anew.
+        if (ours->rc == ZCONNECTIONLOSS || ours->rc == ZSESSIONEXPIRED) return Attempt(Busy{});
+        if (ours->rc != ZNONODE) return to_status(ours->rc, step, c->node);
+        c->node.clear();  // gone with its session: queue again
+      } else if (!c->then_watch.empty()) {
+        // It was the first of two: the other is the last one now.
         return watch_blocker(request, *c, std::exchange(c->then_watch, {}), true, {}, sent, deadline, step);
+      }
     }
 
     std::vector<std::string> children;
@@ -419,7 +432,11 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
                          const std::string& step, bool waiting) {
     const auto queue = contenders(std::move(children), request.kind);
     const QueuePlace place = place_in_queue(queue, basename(c.node), request.kind);
-    if (place.ours && !place.blocker) return grant(request, c, sent);
+    if (place.ours && !place.blocker) {
+      auto granted = grant(request, c, sent);
+      if (!waiting && std::holds_alternative<Busy>(granted)) session_.discard(c.node, deadline);  // read too late
+      return granted;
+    }
     if (!waiting) {
       session_.discard(c.node, deadline);
       return Attempt(Busy{});
@@ -463,6 +480,13 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   }
 
   Attempt grant(const LockRequest& request, Contender& c, steady::time_point sent) {
+    if (steady::now() - sent >= session_.negotiated_timeout()) {
+      // Read after our session may have ended (this process stood still
+      // between the request and its answer for a whole session timeout):
+      // not a grant. Look again, asking the server afresh.
+      c.signal->notify(false);
+      return Attempt(Busy{});
+    }
     Grant g;
     g.token = c.czxid;
     g.valid_until = sent + request.lease;
