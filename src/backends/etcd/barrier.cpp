@@ -53,7 +53,14 @@ Result<BarrierCheck> Barriers::entered(const std::string& name, const std::strin
     if (!watch) return BarrierCheck{false, nullptr};
     // `ready` put after our read wakes us.
     auto signal = std::make_shared<Signal>();
-    auto id = session_.watch(ready(name), "", read->header().revision() + 1, false, signal);
+    auto id = session_.watch(
+        ready(name), "", false, signal, read->header().revision(),
+        [&]() -> Result<bool> {
+          auto now = session_.range(one_key(ready(name)), deadline, step);
+          if (!now) return now.status();
+          return now->kvs_size() > 0;
+        },
+        deadline);
     if (!id) return id.status();
     return BarrierCheck{false, std::make_unique<WatchWaiter>(session_, *id, std::move(signal))};
   }
@@ -103,7 +110,14 @@ Result<BarrierCheck> Barriers::left(const std::string& name, const std::string& 
   if (!watch) return BarrierCheck{false, nullptr};
   // Its deletion after the listing wakes us (one gone before it was not listed).
   auto signal = std::make_shared<Signal>();
-  auto id = session_.watch(watched.key(), "", listed->header().revision() + 1, true, signal);
+  auto id = session_.watch(
+      watched.key(), "", true, signal, listed->header().revision(),
+      [&]() -> Result<bool> {
+        auto now = session_.range(one_key(watched.key()), deadline, step);
+        if (!now) return now.status();
+        return now->kvs_size() == 0 || now->kvs(0).create_revision() != watched.create_revision();
+      },
+      deadline);
   if (!id) return id.status();
   return BarrierCheck{false, std::make_unique<WatchWaiter>(session_, *id, std::move(signal))};
 }

@@ -42,7 +42,14 @@ Result<LatchRead> Latches::read(const std::string& name, std::int64_t initial, b
   if (cell->value > 0 && watch) {
     // Any change after the one we read.
     auto signal = std::make_shared<Signal>();
-    auto id = session_.watch(keys_.key(name), "", *cell->version + 1, false, signal);
+    auto id = session_.watch(
+        keys_.key(name), "", false, signal, *cell->version,
+        [&]() -> Result<bool> {
+          auto now = keys_.read_cell(name, deadline, step);
+          if (!now) return now.status();
+          return now->version != cell->version;
+        },
+        deadline);
     if (!id) return id.status();
     out.change = std::make_unique<WatchWaiter>(session_, *id, std::move(signal));
   }

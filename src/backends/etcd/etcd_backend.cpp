@@ -396,7 +396,17 @@ class EtcdBackend final : public Backend, public LockDriver {
     }
     if (watch) {
       auto signal = std::make_shared<Signal>();
-      auto id = session_.watch(key, end, first->header().revision() + 1, false, signal);
+      const auto deadline = steady::now() + session_.config().op_timeout;
+      auto id = session_.watch(
+          key, end, false, signal, first->header().revision(),
+          [&]() -> Result<bool> {
+            auto now = session_.range(first_created(prefix), deadline, step);
+            if (!now) return now.status();
+            if (now->kvs_size() != first->kvs_size()) return true;
+            return now->kvs_size() > 0 && (now->kvs(0).key() != first->kvs(0).key() ||
+                                           now->kvs(0).mod_revision() != first->kvs(0).mod_revision());
+          },
+          deadline);
       if (!id) return id.status();
       out.change = std::make_unique<WatchWaiter>(session_, *id, std::move(signal));
     }
@@ -545,24 +555,27 @@ class EtcdBackend final : public Backend, public LockDriver {
       return grant(request, &c, q, c.revision, lease, sent, deadline, step);
     c.deleted = std::make_shared<Signal>();
     c.deleted->call_back([s = c.signal] { s->notify(); });
-    if (q.room > 1) {
-      auto id = session_.watch(q.blockers, range_end(q.blockers), r->header().revision() + 1, true, c.deleted);
-      if (!id) return id.status();
-      c.watch_id = *id;
-      return Attempt(Busy{});
-    }
-    // One key: watched from now (a handoff is not held up by the member's
-    // catch-up of past revisions). If anything was written since our read,
-    // the key may have gone in between: one more look at it settles that.
+    // Woken by a blocker's deletion. Written to since our read: look again
+    // at what we wait for (one key, or whether fewer than `room` are left).
+    const std::int64_t read_at = r->header().revision();
     const auto& blocker = before.kvs(0);
-    auto w = session_.watch_from_now(blocker.key(), true, c.deleted, deadline);
-    if (!w) return w.status();
-    c.watch_id = w->id;
-    if (w->revision > r->header().revision()) {
-      auto now = session_.range(one_key(blocker.key()), deadline, step);
-      if (!now) return now.status();
-      if (now->kvs_size() == 0 || now->kvs(0).create_revision() != blocker.create_revision()) c.deleted->notify();
-    }
+    const std::string watched = q.room == 1 ? blocker.key() : q.blockers;
+    const std::string end = q.room == 1 ? std::string() : range_end(q.blockers);
+    auto id = session_.watch(
+        watched, end, true, c.deleted, read_at,
+        [&]() -> Result<bool> {
+          if (q.room == 1) {
+            auto now = session_.range(one_key(blocker.key()), deadline, step);
+            if (!now) return now.status();
+            return now->kvs_size() == 0 || now->kvs(0).create_revision() != blocker.create_revision();
+          }
+          auto now = session_.range(first_created(q.blockers, false, c.revision, q.room), deadline, step);
+          if (!now) return now.status();
+          return now->kvs_size() < q.room;
+        },
+        deadline);
+    if (!id) return id.status();
+    c.watch_id = *id;
     return Attempt(Busy{});
   }
 

@@ -398,29 +398,29 @@ void Session::keep_alive() {
   }
 }
 
-Result<std::int64_t> Session::watch(const std::string& key, const std::string& range_end,
-                                    std::int64_t from_revision, bool deletions_only, std::shared_ptr<Signal> signal) {
-  return open_watch(key, range_end, from_revision, deletions_only, std::move(signal), nullptr);
-}
-
-Result<Session::Watching> Session::watch_from_now(const std::string& key, bool deletions_only,
-                                                  std::shared_ptr<Signal> signal, steady::time_point deadline) {
+Result<std::int64_t> Session::watch(const std::string& key, const std::string& range_end, bool deletions_only,
+                                    std::shared_ptr<Signal> signal, std::int64_t read_revision,
+                                    const std::function<Result<bool>()>& changed_since_read,
+                                    steady::time_point deadline) {
   auto created = std::make_shared<std::promise<std::int64_t>>();
   auto made = created->get_future();
-  auto id = open_watch(key, "", 0, deletions_only, std::move(signal), created);
+  auto id = open_watch(key, range_end, deletions_only, signal, created);
   if (!id) return id.status();
-  Watching w{*id, std::numeric_limits<std::int64_t>::max()};
+  std::int64_t from = std::numeric_limits<std::int64_t>::max();  // unknown
   if (made.wait_until(deadline) == std::future_status::ready) {
-    w.revision = made.get();
+    from = made.get();
   } else {
     std::lock_guard lk(watch_mu_);
     creations_.erase(*id);
   }
-  return w;
+  if (from > read_revision) {
+    auto changed = changed_since_read();
+    if (!changed || *changed) signal->notify();
+  }
+  return *id;
 }
 
-Result<std::int64_t> Session::open_watch(const std::string& key, const std::string& range_end,
-                                         std::int64_t from_revision, bool deletions_only,
+Result<std::int64_t> Session::open_watch(const std::string& key, const std::string& range_end, bool deletions_only,
                                          std::shared_ptr<Signal> signal,
                                          std::shared_ptr<std::promise<std::int64_t>> created) {
   std::lock_guard lk(watch_mu_);
@@ -436,11 +436,11 @@ Result<std::int64_t> Session::open_watch(const std::string& key, const std::stri
   auto* create = request.mutable_create_request();
   create->set_key(key);
   create->set_range_end(range_end);
-  create->set_start_revision(from_revision);
+  // (No start revision: from the member's current one.)
   if (deletions_only) create->add_filters(pb::WatchCreateRequest::NOPUT);
   create->set_watch_id(id);
   watchers_[id] = std::move(signal);
-  if (created) creations_[id] = std::move(created);
+  creations_[id] = std::move(created);
   if (!watch_stream_->Write(request)) {
     watchers_.erase(id);
     creations_.erase(id);

@@ -90,24 +90,21 @@ class Session {
                                                    std::string_view step);
 
   // Notifies `signal` once a key in [key, range_end) (range_end empty: `key`
-  // alone) is deleted — or, unless deletions_only, also put — at a revision
-  // >= from_revision; also when the watch is cancelled, compacted or its
-  // stream breaks: a waiter then looks again. Once: the watch ends with its
-  // first notification. The id is for unwatch().
-  Result<std::int64_t> watch(const std::string& key, const std::string& range_end, std::int64_t from_revision,
-                             bool deletions_only, std::shared_ptr<Signal> signal);
-  // The same from the member's current revision, once the member has made
-  // the watch: its id, and the revision after which it reports (max() if
-  // the stream broke or `deadline` passed first: unknown). A watch from a
-  // past revision waits for the member's catch-up loop (up to 100 ms);
-  // one from now does not, and a caller who read the key at revision R
-  // checks the key again only if that revision is past R.
-  struct Watching {
-    std::int64_t id = 0;
-    std::int64_t revision = 0;
-  };
-  Result<Watching> watch_from_now(const std::string& key, bool deletions_only, std::shared_ptr<Signal> signal,
-                                  steady::time_point deadline);
+  // alone) is deleted — or, unless deletions_only, also put — after the
+  // caller read it at `read_revision`; also when the watch is cancelled,
+  // compacted or its stream breaks: a waiter then looks again. Once: the
+  // watch ends with its first notification. The id is for unwatch().
+  //
+  // The watch starts at the member's current revision: one from a past
+  // revision waits for the member's catch-up loop (up to 100 ms a wait).
+  // If anything was written between the read and the watch's start (or the
+  // start is not known by `deadline`), `changed_since_read` — the caller's
+  // read again, narrowed to what it waits for — says whether the change
+  // came in between; if it did, or that read fails, `signal` is notified at
+  // once.
+  Result<std::int64_t> watch(const std::string& key, const std::string& range_end, bool deletions_only,
+                             std::shared_ptr<Signal> signal, std::int64_t read_revision,
+                             const std::function<Result<bool>()>& changed_since_read, steady::time_point deadline);
   void unwatch(std::int64_t watch_id);
 
   // Signals notified whenever the lease is lost (waiters look again).
@@ -127,9 +124,8 @@ class Session {
   void read_watches(std::shared_ptr<grpc::ClientContext> context,
                     std::shared_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream);
   void drop_watches();
-  Result<std::int64_t> open_watch(const std::string& key, const std::string& range_end, std::int64_t from_revision,
-                                  bool deletions_only, std::shared_ptr<Signal> signal,
-                                  std::shared_ptr<std::promise<std::int64_t>> created);
+  Result<std::int64_t> open_watch(const std::string& key, const std::string& range_end, bool deletions_only,
+                                  std::shared_ptr<Signal> signal, std::shared_ptr<std::promise<std::int64_t>> created);
 
   Config config_;
   Events& events_;
@@ -156,7 +152,7 @@ class Session {
   std::shared_ptr<grpc::ClientContext> watch_context_;
   std::shared_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> watch_stream_;
   std::map<std::int64_t, std::shared_ptr<Signal>> watchers_;
-  std::map<std::int64_t, std::shared_ptr<std::promise<std::int64_t>>> creations_;  // watch_from_now's
+  std::map<std::int64_t, std::shared_ptr<std::promise<std::int64_t>>> creations_;  // each watch's start revision, until it is made
   std::int64_t next_watch_id_ = 1;
   std::vector<std::thread> watch_readers_;  // joined at close; at most one runs
 };
