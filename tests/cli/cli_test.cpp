@@ -351,7 +351,11 @@ TEST_F(Cli, DemoJsonNeverOversellsWithALock) {
   backends.push_back(server_url("mysql"));  // the demo's product name is fresh: its rows are its own
 #endif
   for (const std::string& backend : backends) {
-    auto [status, out] = dlock({"demo", "--backend", backend, "--stock", "1000", "--json"}, 120s);
+    // MySQL's table mode has no wake-up yet (its waiters poll with backoff):
+    // about 25 orders/s with the lock here, so a smaller sale keeps the
+    // lock mode well inside the demo's 60 s limit on a loaded machine.
+    const std::string stock = backend.starts_with("mysql:") ? "300" : "1000";
+    auto [status, out] = dlock({"demo", "--backend", backend, "--stock", stock, "--json"}, 120s);
     ASSERT_EQ(status, 0) << out;
     auto report = nlohmann::json::parse(out);
     const std::string scheme = backend.substr(0, backend.find(':'));
@@ -369,7 +373,7 @@ TEST_F(Cli, DemoJsonNeverOversellsWithALock) {
       if (name == "dlock" || name == "segmented" || name == "atomic" || name == "pessimistic" ||
           name == "optimistic") {
         EXPECT_EQ(mode["oversold"].get<std::int64_t>(), 0);
-        EXPECT_EQ(mode["orders"].get<std::int64_t>(), 1000);
+        EXPECT_EQ(mode["orders"].get<std::int64_t>(), std::stoll(stock));
         EXPECT_EQ(mode["stock_left"].get<std::int64_t>(), 0);
       } else {
         EXPECT_GT(mode["oversold"].get<std::int64_t>(), 0) << "the demo's race did not happen";
