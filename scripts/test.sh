@@ -53,6 +53,20 @@ test_jobs=$((jobs + 2))
 # Each step says when it started, so a slow stage shows in the log.
 step() { printf '\n== %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
+# A test that fails is run once more (--repeat until-pass:2): the machines
+# these run on are shared and a timing bound can lose to a load spike. A
+# test that fails twice fails the run; one that passed only on its second
+# attempt is listed at the end (its first attempt's output is in the log
+# above it), so an intermittent fault is seen, not hidden.
+retried=()
+run_tests() {  # <preset> <jobs>
+  local log="build/$1-ctest.log"
+  ctest --preset "$1" -j "$2" --timeout 300 --repeat until-pass:2 | tee "$log"
+  local name
+  while read -r name; do retried+=("$1: $name"); done < <(
+    sed -nE 's/.*Test +#[0-9]+: ([^ ]+) .*\*\*\*(Failed|Timeout|Exception).*/\1/p' "$log")
+}
+
 step "dev build: every test"
 cmake --preset dev >/dev/null
 cmake --build --preset dev -j "$jobs"
@@ -111,17 +125,21 @@ if ((quick == 0)); then
   trap 'kill -- -"$builder" 2>/dev/null || true' EXIT
 fi
 
-ctest --preset dev -j "$dev_test_jobs" --timeout 300
+run_tests dev "$dev_test_jobs"
 
 if ((quick == 0)); then
   for preset in asan tsan; do
     step "$preset: unit, conformance and fault tests"
     wait_for_build "$preset"
-    ctest --preset "$preset" -j "$test_jobs" --timeout 300
+    run_tests "$preset" "$test_jobs"
   done
   step "fuzz: the fuzzers, a bounded time each"
   wait_for_build fuzz
-  ctest --preset fuzz -j "$jobs" --timeout 300
+  run_tests fuzz "$jobs"
   wait "$builder"
 fi
 step "all tests passed"
+if ((${#retried[@]} > 0)); then
+  echo "passed only on a second attempt (intermittent: look into each):"
+  printf '  %s\n' "${retried[@]}"
+fi
