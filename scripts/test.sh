@@ -12,9 +12,9 @@
 #      run within its time: their code is redis://'s, core's quorum and the
 #      SQL table recipe, which ASan checks through redis://, their fault
 #      tests, postgres:// and sqlite://;
-#      (the nemesis suite, dlock_nemesis_tests, runs in step 1 only: its
-#      bounds are set for uninstrumented workers; its checker's unit tests
-#      run here);
+#      the nemesis suite (dlock_nemesis_tests: every backend and topology
+#      under its faults, its workers instrumented too, its bounds doubled
+#      as every test's) runs here and in step 3 as in step 1;
 #   3. the same under ThreadSanitizer, also without the host-name lookup test
 #      (glibc's getaddrinfo_a runs lookups on a thread it starts itself, which
 #      TSan's runtime does not know and crashes in), and without the
@@ -79,7 +79,8 @@ cmake --build --preset dev -j "$jobs"
 # build is done; a build's output is shown only if it fails.
 sanitized_targets=(dlock_unit_tests dlock_conformance_tests dlock_file_fault_tests dlock_redis_fault_tests
   dlock_zookeeper_fault_tests dlock_postgres_fault_tests dlock_mysql_fault_tests dlock_redis_sentinel_fault_tests
-  dlock_redis_cluster_fault_tests dlock_quorum_fault_tests dlock_etcd_fault_tests dlock_history_checker_tests)
+  dlock_redis_cluster_fault_tests dlock_quorum_fault_tests dlock_etcd_fault_tests dlock_history_checker_tests
+  dlock_nemesis_tests)
 fuzz_targets=(fuzz_url fuzz_duration fuzz_names fuzz_backend_config fuzz_redis_replies fuzz_zk_names fuzz_cli_args)
 build_in_background() {  # <preset> <target>...: build, log to build/<preset>.log, mark build/<preset>.built
   local preset=$1
