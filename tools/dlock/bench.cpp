@@ -24,6 +24,7 @@
 #include <dlock/dlock.h>
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -396,24 +397,51 @@ int flash_sale_bench(const BenchArgs& args, const std::string& backend, std::chr
 
 // Election failover: a leader in a child process, a candidate queued in
 // this one; the leader is SIGKILLed and the time until the candidate leads
-// is measured, `rounds` times. The child is forked before this process
-// opens a client, so it starts from a single-threaded parent.
+// is measured, `rounds` times. Every round's leader is forked before this
+// process opens any client: a client library with threads of its own (gRPC
+// for etcd://) is not safe to use in a child forked after they started, so
+// each child waits, single-threaded, until its round tells it to campaign.
 int failover_bench(const BenchArgs& args, const std::string& backend, std::chrono::milliseconds seconds) {
   const auto lease = duration_arg(args.lease, "--lease");
   const auto key = "bench-" + std::to_string(::getpid()) + ":failover";
-  std::vector<double> took_ms;
-  const auto give_up = steady::now() + seconds * args.rounds + std::chrono::seconds(30);
-  for (int round = 0; round < args.rounds && steady::now() < give_up; ++round) {
-    const std::string name = key + ":" + std::to_string(round);
-    int ready[2];
-    if (::pipe(ready) != 0) throw std::runtime_error("failover: pipe failed");
-    const pid_t leader = ::fork();
-    if (leader < 0) throw std::runtime_error("failover: fork failed");
-    if (leader == 0) {
+  struct Leader {
+    pid_t pid = -1;
+    int go = -1;     // a byte: campaign now
+    int ready = -1;  // a byte back: leading
+  };
+  std::vector<Leader> leaders;
+  struct Reaper {  // whatever happens, no leader outlives the bench
+    std::vector<Leader>& leaders;
+    ~Reaper() {
+      for (auto& l : leaders) {
+        if (l.pid > 0) {
+          ::kill(l.pid, SIGKILL);
+          (void)::waitpid(l.pid, nullptr, 0);
+        }
+        ::close(l.go);
+        ::close(l.ready);
+      }
+    }
+  } reaper{leaders};
+  for (int round = 0; round < args.rounds; ++round) {
+    int go[2], ready[2];
+    if (::pipe(go) != 0) throw std::runtime_error("failover: pipe failed");
+    if (::pipe(ready) != 0) {
+      ::close(go[0]);
+      ::close(go[1]);
+      throw std::runtime_error("failover: pipe failed");
+    }
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("failover: fork failed");
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the bench gone (any way): so is this leader
+      ::close(go[1]);
       ::close(ready[0]);
+      char byte = 0;
+      if (::read(go[0], &byte, 1) != 1) ::_exit(0);
       try {
         auto client = dlock::connect(backend);
-        auto election = client->election(name, {.lease = lease});
+        auto election = client->election(key + ":" + std::to_string(round), {.lease = lease});
         election.campaign("leader");
         (void)!::write(ready[1], "x", 1);
         std::this_thread::sleep_for(std::chrono::seconds(60));  // until killed (bounded)
@@ -421,15 +449,18 @@ int failover_bench(const BenchArgs& args, const std::string& backend, std::chron
       }
       ::_exit(0);
     }
+    ::close(go[0]);
     ::close(ready[1]);
+    leaders.push_back({pid, go[1], ready[0]});
+  }
+  std::vector<double> took_ms;
+  const auto give_up = steady::now() + seconds * args.rounds + std::chrono::seconds(30);
+  for (int round = 0; round < args.rounds && steady::now() < give_up; ++round) {
+    const std::string name = key + ":" + std::to_string(round);
+    Leader& leader = leaders[static_cast<std::size_t>(round)];
     char byte = 0;
-    const bool led = ::read(ready[0], &byte, 1) == 1;
-    ::close(ready[0]);
-    if (!led) {
-      ::kill(leader, SIGKILL);
-      (void)::waitpid(leader, nullptr, 0);
-      throw std::runtime_error("failover: the leader process did not lead");
-    }
+    const bool led = ::write(leader.go, "x", 1) == 1 && ::read(leader.ready, &byte, 1) == 1;
+    if (!led) throw std::runtime_error("failover: the leader process did not lead");
     auto client = dlock::connect(backend);
     auto candidate = client->election(name, {.lease = lease});
     std::atomic<std::int64_t> won_ns{0};
@@ -438,8 +469,9 @@ int failover_bench(const BenchArgs& args, const std::string& backend, std::chron
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the candidate is in line
     const auto killed = steady_ns(steady::now());
-    ::kill(leader, SIGKILL);
-    (void)::waitpid(leader, nullptr, 0);
+    ::kill(leader.pid, SIGKILL);
+    (void)::waitpid(leader.pid, nullptr, 0);
+    leader.pid = -1;
     campaign.join();
     if (won_ns == 0) throw std::runtime_error("failover: the candidate never took over");
     took_ms.push_back(static_cast<double>(won_ns - killed) / 1e6);
