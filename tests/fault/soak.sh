@@ -7,7 +7,7 @@
 # Default: 2 minutes on every backend of the build (build/dev). Each run
 # starts a store of its own. Columns: operations (acquire calls), holds,
 # accepted fenced writes, faults by kind (pause-client, kill-client,
-# pause-server, restart-server, partition, failover), violations (must be
+# pause-server, restart-server, partition, lossy-network, failover), violations (must be
 # 0), double grants a replicated topology may make by design (the fence
 # refused the stale holder; docs/reliability.md), the longest time without
 # an accepted write, lost locks reported. Exit 1 if a

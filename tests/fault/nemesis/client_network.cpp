@@ -37,11 +37,28 @@ std::string ClientNetwork::unavailable_reason() {
   return reason;
 }
 
+std::string ClientNetwork::degrade_unavailable_reason() {
+  static const std::string reason = []() -> std::string {
+    if (auto why = unavailable_reason(); !why.empty()) return why;
+    if (!run("command -v tc")) return "a lossy network needs `tc` (iproute2; scripts/install-deps.sh installs it)";
+    try {
+      ClientNetwork probe(6);
+      if (!probe.degrade(10, 256) || !probe.restore())
+        return "the kernel refused iptables' statistic match or a tbf queue in a network namespace";
+    } catch (const std::exception& e) {
+      return std::string("the kernel refused a network namespace with a veth pair: ") + e.what();
+    }
+    return "";
+  }();
+  return reason;
+}
+
 ClientNetwork::ClientNetwork(int index) {
   const std::string id = std::to_string(::getpid());
   name_ = "dlock-nm-" + id + "-" + std::to_string(index);
   host_if_ = "dlh" + id + "x" + std::to_string(index);
-  const std::string inner_if = "dln" + id + "x" + std::to_string(index);
+  inner_if_ = "dln" + id + "x" + std::to_string(index);
+  const std::string& inner_if = inner_if_;
   host_ip_ = address(index, 1);
   inner_ip_ = address(index, 2);
   // Left over by a killed earlier process with the same pid: gone first.
@@ -79,6 +96,35 @@ bool ClientNetwork::heal() {
   const bool b = run(in + "-D OUTPUT -d " + host_ip_ + " -j DROP");
   cut_ = !(a && b);
   return !cut_;
+}
+
+bool ClientNetwork::degrade(int loss_percent, int rate_kbit) {
+  if (loss_percent_ > 0 || loss_percent <= 0 || loss_percent >= 100 || rate_kbit <= 0) return false;
+  const std::string in = "ip netns exec " + name_ + " iptables -w 5 ";
+  const std::string p = "0." + std::string(loss_percent < 10 ? "0" : "") + std::to_string(loss_percent);
+  const std::string drop = " -m statistic --mode random --probability " + p + " -j DROP";
+  loss_percent_ = loss_percent;
+  // The queue holds up to half a second of traffic at that rate; what does
+  // not fit is dropped too, as on a congested link.
+  const bool ok = run(in + "-I INPUT -s " + host_ip_ + drop) && run(in + "-I OUTPUT -d " + host_ip_ + drop) &&
+                  run("ip netns exec " + name_ + " tc qdisc replace dev " + inner_if_ + " root tbf rate " +
+                      std::to_string(rate_kbit) + "kbit burst 3000 latency 500ms");
+  if (!ok) restore();
+  return ok;
+}
+
+bool ClientNetwork::restore() {
+  if (loss_percent_ == 0) return true;
+  const std::string in = "ip netns exec " + name_ + " iptables -w 5 ";
+  const std::string p = "0." + std::string(loss_percent_ < 10 ? "0" : "") + std::to_string(loss_percent_);
+  const std::string drop = " -m statistic --mode random --probability " + p + " -j DROP";
+  (void)run(in + "-D INPUT -s " + host_ip_ + drop);
+  (void)run(in + "-D OUTPUT -d " + host_ip_ + drop);
+  (void)run("ip netns exec " + name_ + " tc qdisc del dev " + inner_if_ + " root");
+  const bool clean = !run("ip netns exec " + name_ + " iptables -w 5 -S | grep -q statistic") &&
+                     !run("ip netns exec " + name_ + " tc qdisc show dev " + inner_if_ + " | grep -q tbf");
+  if (clean) loss_percent_ = 0;
+  return clean;
 }
 
 }  // namespace dlock::test

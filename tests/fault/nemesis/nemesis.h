@@ -13,6 +13,10 @@
 //   restart-server  SIGKILL the store and start it again on its data
 //   partition       DROP every packet between worker 0 (in a network
 //                   namespace of the run's own) and the store, past the lease
+//   lossy-network   worker 0's link to the store loses 10-40 % of its
+//                   packets each way and its outgoing traffic is shaped to
+//                   32-256 kbit/s, for up to the lease + 1 s (latency and
+//                   loss: TCP's retransmissions and the shaper's queue)
 //   failover        hand the master over to a replica: SENTINEL FAILOVER,
 //                   or CLUSTER FAILOVER on the replica of the lock's slot's
 //                   master
@@ -33,7 +37,7 @@
 
 namespace dlock::test {
 
-enum class Fault { pause_client, kill_client, pause_server, restart_server, partition, failover };
+enum class Fault { pause_client, kill_client, pause_server, restart_server, partition, lossy_network, failover };
 const char* to_string(Fault f);
 
 // A backend as the harness runs it.

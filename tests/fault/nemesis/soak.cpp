@@ -72,6 +72,8 @@ int main(int argc, char** argv) {
     std::erase(chosen.faults, Fault::partition);
     note = " (no partitions: " + why + ")";
   }
+  if (auto why = ClientNetwork::degrade_unavailable_reason(); !why.empty() && std::erase(chosen.faults, Fault::lossy_network))
+    note += " (no lossy network: " + why + ")";
   const auto run = std::chrono::milliseconds(static_cast<long>(minutes * 60'000));
   const auto report = run_nemesis(chosen, {.faults = chosen.faults, .run = run, .seed = seed});
   if (!report.error.empty()) {
@@ -85,15 +87,16 @@ int main(int argc, char** argv) {
     return it == c.faults.end() ? std::string("-") : std::to_string(it->second);
   };
   if (header)
-    std::printf("%-16s %10s %5s %6s %6s %7s %6s %6s %6s %6s %6s %6s %5s %5s %9s %5s\n", "backend", "seed", "min",
-                "ops", "holds", "writes", "p-cli", "k-cli", "p-srv", "r-srv", "part", "fail", "viol", "dbl", "unavail",
-                "lost");
-  std::printf("%-16s %10llu %5.1f %6llu %6llu %7llu %6s %6s %6s %6s %6s %6s %5zu %5llu %7.2fs %5llu%s\n",
+    std::printf("%-16s %10s %5s %6s %6s %7s %6s %6s %6s %6s %6s %6s %6s %5s %5s %9s %5s\n", "backend", "seed",
+                "min", "ops", "holds", "writes", "p-cli", "k-cli", "p-srv", "r-srv", "part", "lossy", "fail", "viol",
+                "dbl", "unavail", "lost");
+  std::printf("%-16s %10llu %5.1f %6llu %6llu %7llu %6s %6s %6s %6s %6s %6s %6s %5zu %5llu %7.2fs %5llu%s\n",
               backend.c_str(),
               static_cast<unsigned long long>(seed), minutes, static_cast<unsigned long long>(c.acquires),
               static_cast<unsigned long long>(c.acquired), static_cast<unsigned long long>(c.writes_accepted),
               fault(Fault::pause_client).c_str(), fault(Fault::kill_client).c_str(), fault(Fault::pause_server).c_str(),
-              fault(Fault::restart_server).c_str(), fault(Fault::partition).c_str(), fault(Fault::failover).c_str(),
+              fault(Fault::restart_server).c_str(), fault(Fault::partition).c_str(), fault(Fault::lossy_network).c_str(),
+              fault(Fault::failover).c_str(),
               c.violations.size(), static_cast<unsigned long long>(c.double_grants),
               static_cast<double>(c.longest_unavailable_us) / 1e6, static_cast<unsigned long long>(c.lost),
               note.c_str());
