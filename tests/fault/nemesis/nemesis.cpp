@@ -81,6 +81,12 @@ std::vector<NemesisBackend> nemesis_backends() {
 #endif
 #ifdef DLOCK_WITH_ZOOKEEPER
   all.push_back({"zookeeper", dir + "/zookeeper-server.sh", every});
+  // Three servers; the faults hit the leader: stopped (the others elect
+  // another if it stays stopped past the sync limit, 5 s here, so mostly
+  // not), or killed until another leads and then started again. The
+  // client faults are those of one server (the same code).
+  all.push_back({.name = "zookeeper_ensemble", .script = dir + "/zookeeper-server.sh",
+                 .faults = {F::failover, F::pause_server}, .mixed_case = true});
 #endif
 #ifdef DLOCK_WITH_ETCD
   // A stopped server: an unlock that timed out while it was stopped is
@@ -93,6 +99,10 @@ std::vector<NemesisBackend> nemesis_backends() {
   all.push_back({"etcd", dir + "/etcd-server.sh",
                  {F::pause_client, F::kill_client, F::restart_server, F::partition, F::lossy_network},
                  {F::pause_server}});
+  // Three members; failover SIGKILLs the leader, waits until another
+  // leads, then starts it again.
+  all.push_back({.name = "etcd_ensemble", .script = dir + "/etcd-server.sh", .faults = {F::failover},
+                 .failing = {F::pause_server}, .mixed_case = true});
 #endif
 #ifdef DLOCK_WITH_POSTGRES
   all.push_back({"postgres", dir + "/postgres-server.sh", every});
@@ -137,13 +147,13 @@ class Store {
       url_ = backend.name == "file" ? "file://" + dir_ : "sqlite://" + dir_ + "/locks.db";
       return;
     }
-    started_ = script("start", clustered());
+    started_ = sh(backend_.script + " start " + dir_ + (clustered() ? " " + std::to_string(members()) : ""));
     if (!started_) return;
     std::ifstream in(dir_ + "/url");
     in >> url_;
     const std::string ttl = std::to_string(lease_s_) + "s";
-    if (backend.name == "etcd") url_ += "/nemesis?ttl=" + ttl;
-    if (backend.name == "zookeeper") url_ += "/nemesis?session_timeout=" + ttl;
+    if (etcd()) url_ += "/nemesis?ttl=" + ttl;
+    if (zookeeper()) url_ += "/nemesis?session_timeout=" + ttl;
     url_ += backend.url_options;
     if (topology() == "cluster")
       slot_ = output("redis-cli -h 127.0.0.1 -p " + std::to_string(port()) + " CLUSTER KEYSLOT nemesis");
@@ -172,7 +182,9 @@ class Store {
       for (const auto& pid_file : paused_) ok = sh("kill -STOP $(cat " + pid_file + ")") && ok;
       return ok;
     }
-    return script(backend_.name == "zookeeper" ? "pause-node" : "pause", clustered());
+    if (!clustered()) return script("pause");
+    paused_member_ = aimed_member();
+    return !paused_member_.empty() && member_script(zookeeper() ? "pause-node" : "pause", paused_member_);
   }
   bool resume() {
     if (redis_nodes()) {
@@ -181,7 +193,11 @@ class Store {
       paused_.clear();
       return ok;
     }
-    return script(backend_.name == "zookeeper" ? "resume-node" : "resume", clustered());
+    if (!clustered()) return script("resume");
+    if (paused_member_.empty()) return true;
+    const bool resumed = member_script(zookeeper() ? "resume-node" : "resume", paused_member_);
+    if (resumed) paused_member_.clear();
+    return resumed;
   }
   // A crash (SIGKILL) and a start on the same port and data (a topology's
   // master: its replica takes over first, then it comes back as a replica).
@@ -209,18 +225,21 @@ class Store {
     }
     if (redis_nodes()) (void)sh("kill -KILL $(cat " + dir_ + "/redis.pid)");  // its restart would stop it cleanly
     if (!clustered()) return script("restart");
-    if (!script(backend_.name == "etcd" ? "kill" : "kill-node", true)) return false;
-    // start-node refuses while the killed member's pid is still there: a few tries.
-    for (int i = 0; i < 20; ++i) {
-      if (script("start-node", true)) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
+    const std::string member = aimed_member();
+    return !member.empty() && member_script(etcd() ? "kill" : "kill-node", member) && start_member(member);
   }
   // The master handed over to a replica; returns once the new one serves.
   bool failover() {
     if (topology() == "sentinel") {
       return script("failover");
+    }
+    if (topology() == "ensemble") {
+      // The leader crashes; the fault ends once another member leads and
+      // the old one is back as a follower.
+      const std::string old = aimed_member();
+      if (old.empty() || !member_script(etcd() ? "kill" : "kill-node", old)) return false;
+      const bool moved = eventually([&] { auto now = aimed_member(); return !now.empty() && now != old; }, 30s);
+      return start_member(old) && moved;
     }
     const std::string old = master_of_slot();
     return !old.empty() && sh(cluster_env() + backend_.script + " failover " + dir_ + " " + old);
@@ -232,10 +251,28 @@ class Store {
     if (backend_.name == "redis_sentinel") return "sentinel";
     if (backend_.name == "redis_cluster") return "cluster";
     if (backend_.name == "redlock") return "quorum";
+    if (members() > 1) return "ensemble";
     return "";
   }
-  // etcd's and zookeeper's scripts make clusters: one member here, named 1.
-  bool clustered() const { return backend_.name == "etcd" || backend_.name == "zookeeper"; }
+  bool etcd() const { return backend_.name.starts_with("etcd"); }
+  bool zookeeper() const { return backend_.name.starts_with("zookeeper"); }
+  // etcd's and zookeeper's scripts make clusters: one member (named 1), or
+  // three for a ZooKeeper ensemble or an etcd cluster.
+  bool clustered() const { return etcd() || zookeeper(); }
+  int members() const { return backend_.name.ends_with("_ensemble") ? 3 : 1; }
+  // The member a server fault hits: the leader of an ensemble, else 1.
+  std::string aimed_member() { return members() == 1 ? "1" : output(backend_.script + " leader " + dir_); }
+  bool member_script(const std::string& verb, const std::string& member) {
+    return sh(backend_.script + " " + verb + " " + dir_ + " " + member);
+  }
+  // start-node refuses while the killed member's pid is still there: a few tries.
+  bool start_member(const std::string& member) {
+    for (int i = 0; i < 20; ++i) {
+      if (member_script("start-node", member)) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
   // Stopped and killed here through their redis-server pid files.
   bool redis_nodes() const { return backend_.name.starts_with("redis") || backend_.name == "redlock"; }
   std::string persistence() const {
@@ -267,14 +304,15 @@ class Store {
     for (int n : nodes) pid_files.push_back(dir_ + "/node" + std::to_string(n) + "/redis.pid");
     return pid_files;
   }
-  bool script(const std::string& verb, bool node = false) {
-    return sh(persistence() + cluster_env() + backend_.script + " " + verb + " " + dir_ + (node ? " 1" : ""));
+  bool script(const std::string& verb) {
+    return sh(persistence() + cluster_env() + backend_.script + " " + verb + " " + dir_);
   }
   const NemesisBackend& backend_;
   std::string dir_, url_, slot_;
   long lease_s_;
   std::mt19937_64 rng_;
   std::vector<std::string> paused_;  // pid files of the nodes stopped now
+  std::string paused_member_;        // the etcd or zookeeper member stopped now
   bool started_ = false;
 };
 

@@ -19,9 +19,11 @@
 //                   loss: TCP's retransmissions and the shaper's queue)
 //   failover        hand the master over to a replica: SENTINEL FAILOVER,
 //                   or CLUSTER FAILOVER on the replica of the lock's slot's
-//                   master
+//                   master; on a ZooKeeper ensemble or etcd cluster, SIGKILL
+//                   the leader and start it again once another member leads
 // On a topology "the store" is the node that serves the lock: Sentinel's
-// current master, the master of the lock's slot on a Cluster; on a quorum
+// current master, the master of the lock's slot on a Cluster, the leader
+// of a ZooKeeper ensemble or etcd cluster; on a quorum
 // (redlock://) the server faults hit one or two of its five nodes (a
 // minority), never more.
 // After the run the harness takes the lock itself (no hold may leak), and
