@@ -27,8 +27,9 @@
 #      parsing, and each networked backend's reading of its URL (redis,
 #      sentinel, zk, etcd), 20 s each; what the redis backend reads out of
 #      Redis's replies, the zk backend's reading of a lock node's children,
-#      and the dlock tool's command line, 15 s each; all from the committed
-#      seed corpus, two at a time (about 80 s).
+#      the dlock tool's command line and the file backend on lock files of
+#      any content, 15 s each; all from the committed seed corpus, two at a
+#      time (about 95 s).
 # Steps 2-4 are built behind step 1's tests, at the lowest CPU priority
 # (below), so the whole run fits its time on two cores.
 # Usage: scripts/test.sh [--quick]   (--quick: only step 1)
@@ -81,7 +82,8 @@ sanitized_targets=(dlock_unit_tests dlock_conformance_tests dlock_file_fault_tes
   dlock_zookeeper_fault_tests dlock_postgres_fault_tests dlock_mysql_fault_tests dlock_redis_sentinel_fault_tests
   dlock_redis_cluster_fault_tests dlock_quorum_fault_tests dlock_etcd_fault_tests dlock_history_checker_tests
   dlock_nemesis_tests)
-fuzz_targets=(fuzz_url fuzz_duration fuzz_names fuzz_backend_config fuzz_redis_replies fuzz_zk_names fuzz_cli_args)
+fuzz_targets=(fuzz_url fuzz_duration fuzz_names fuzz_backend_config fuzz_redis_replies fuzz_zk_names fuzz_cli_args
+  fuzz_file_state)
 build_in_background() {  # <preset> <target>...: build, log to build/<preset>.log, mark build/<preset>.built
   local preset=$1
   shift

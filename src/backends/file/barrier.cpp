@@ -88,8 +88,10 @@ Result<std::string> Barriers::join(const std::string& name, std::chrono::millise
         ++header->round;
         header->opened = 0;
       }
+      auto next = next_token(*record);
+      if (!next) return next.status();
       m.slot = free_slot ? *free_slot : header->used++;
-      m.token = record->last_token + 1;
+      m.token = *next;
       m.round = header->round;
       if (Status t = take_liveness(*fd, m.token); !t) return t;
       record->last_token = m.token;

@@ -381,7 +381,9 @@ class FileBackend final : public Backend, public LockDriver {
       if (Status s = mind_the_line(fd, request, now, sent, busy); !s) return s;
     }
     if (busy) return Attempt(*busy);
-    const std::uint64_t token = record->last_token + 1;
+    auto next = next_token(*record);
+    if (!next) return next.status();
+    const std::uint64_t token = *next;
     if (Status s = take_liveness(fd, token); !s) return s;
     record->last_token = token;
     record->holder = make_entry(token, request, now, dir_.pid);
@@ -447,7 +449,9 @@ class FileBackend final : public Backend, public LockDriver {
                                              std::to_string(max_readers) + " readers at once");
       return Attempt(Busy{first_end ? expires_at(sent, *first_end, now) : steady::time_point::max()});
     }
-    const std::uint64_t token = record->last_token + 1;
+    auto next = next_token(*record);
+    if (!next) return next.status();
+    const std::uint64_t token = *next;
     if (Status s = take_liveness(fd, token); !s) return s;
     record->last_token = token;
     const std::int64_t at = entry_offset(*free_slot);
@@ -569,8 +573,9 @@ class FileBackend final : public Backend, public LockDriver {
     if (take_guard(*fd, true, dir_.op_timeout)) {
       GuardScope guard(*fd);
       auto header = read_header(*fd);
-      if (header) {
-        const std::uint64_t ticket = header->last_ticket + 1;
+      auto next = header ? next_ticket(*header) : Result<std::uint64_t>(header.status());
+      if (next) {
+        const std::uint64_t ticket = *next;
         header->last_ticket = ticket;
         // The byte is ours before the header says the ticket exists: a
         // candidate that comes later always sees us in line.

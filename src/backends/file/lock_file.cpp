@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 namespace dlock::detail::file {
@@ -98,8 +100,26 @@ Result<Record> read_record(int fd) {
   }
   if (static_cast<std::size_t>(n) != sizeof r || std::memcmp(r.magic, record_magic, sizeof r.magic) != 0)
     return Result<Record>(errc::internal, "file backend: a file in the lock directory is not a dlock lock file");
+  if (r.last_token > max_token || r.holder.token > r.last_token)
+    return damaged("fencing tokens " + std::to_string(r.holder.token) + " of " + std::to_string(r.last_token));
   if (r.holder.owner_len > sizeof r.holder.owner) r.holder.owner_len = sizeof r.holder.owner;
   return r;
+}
+
+Status damaged(const std::string& what) {
+  return Status(errc::internal,
+                "file backend: a lock file holds " + what + ", which dlock never writes (the file was changed by "
+                "something else; remove it to start that name afresh)");
+}
+
+Result<std::uint64_t> next_token(const Record& record) {
+  if (record.last_token >= max_token) return damaged("fencing token " + std::to_string(record.last_token) + ", the last one");
+  return record.last_token + 1;
+}
+
+Result<std::uint64_t> next_ticket(const Header& header) {
+  if (header.last_ticket >= max_ticket) return damaged("ticket " + std::to_string(header.last_ticket) + ", the last one");
+  return header.last_ticket + 1;
 }
 
 Status write_record(int fd, const Record& record, bool sync) {
@@ -109,6 +129,18 @@ Status write_record(int fd, const Record& record, bool sync) {
 Result<Header> read_header(int fd) {
   Header h{};
   if (Status s = read_at(fd, &h, sizeof h, header_offset, "reading the lock file's header"); !s) return s;
+  if (h.permits < 0) return damaged(std::to_string(h.permits) + " permits");
+  if (h.last_ticket > max_ticket) return damaged("ticket " + std::to_string(h.last_ticket));
+  // Slots past the end of the file read as zeros (free): a count beyond
+  // them (a header written before its entry, or a damaged file) is cut to
+  // what the file holds, so no one reads or allocates for slots that are
+  // not there.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return os_error("reading the lock file's size");
+  const std::int64_t past_table = std::max<std::int64_t>(0, st.st_size - entries_offset);
+  const auto in_file = static_cast<std::uint64_t>((past_table + std::int64_t{sizeof(Entry)} - 1) /
+                                                  std::int64_t{sizeof(Entry)});
+  if (h.used > in_file) h.used = static_cast<std::uint32_t>(in_file);
   return h;
 }
 
@@ -125,14 +157,17 @@ Result<std::vector<Entry>> read_entries(int fd, std::uint32_t count) {
   if (count == 0) return out;
   if (Status s = read_at(fd, out.data(), count * sizeof(Entry), entries_offset, "reading the lock file's entries"); !s)
     return s;
-  for (auto& e : out)
+  for (auto& e : out) {
+    if (e.token > max_token) return damaged("fencing token " + std::to_string(e.token));
     if (e.owner_len > sizeof e.owner) e.owner_len = sizeof e.owner;
+  }
   return out;
 }
 
 Result<Entry> read_entry(int fd, std::int64_t offset) {
   Entry e{};
   if (Status s = read_at(fd, &e, sizeof e, offset, "reading a lock entry"); !s) return s;
+  if (e.token > max_token) return damaged("fencing token " + std::to_string(e.token));
   if (e.owner_len > sizeof e.owner) e.owner_len = sizeof e.owner;
   return e;
 }
@@ -144,6 +179,7 @@ Status write_entry(int fd, std::int64_t offset, const Entry& entry, bool sync) {
 Result<IdSlot> read_id(int fd, std::int64_t offset) {
   IdSlot slot{};
   if (Status s = read_at(fd, &slot, sizeof slot, offset, "reading an election id"); !s) return s;
+  if (slot.ticket > max_ticket) return damaged("ticket " + std::to_string(slot.ticket));
   if (slot.len > sizeof slot.data) slot.len = sizeof slot.data;
   return slot;
 }
@@ -175,7 +211,10 @@ Result<std::optional<CountRecord>> read_count(int fd) {
   if (n == 0) return std::optional<CountRecord>();
   if (static_cast<std::size_t>(n) != sizeof r || std::memcmp(r.magic, count_magic, sizeof r.magic) != 0 ||
       (r.width != 4 && r.width != 8))
-    return Status(errc::invalid_argument, "file backend: a counter's file holds something else than a counter");
+    return Status(errc::internal, "file backend: a counter's file holds something else than a counter");
+  if (r.width == 4 && (r.value < std::numeric_limits<std::int32_t>::min() ||
+                       r.value > std::numeric_limits<std::int32_t>::max()))
+    return damaged(std::to_string(r.value) + " in a 32-bit counter");
   return std::optional<CountRecord>(r);
 }
 

@@ -123,6 +123,17 @@ inline constexpr std::int64_t writer_waiting = std::int64_t{1} << 42;
 inline constexpr std::int64_t waiter_slots_offset = 4096;  // a Mutex's file (it has no entry table)
 inline constexpr std::uint32_t waiter_slots = 128;
 inline constexpr std::int64_t unqueued_waiting = queue_base + waiter_slots;
+// Tokens and tickets name lock bytes (live_base + token, queue_base +
+// ticket), so they stay below the next range: a file holding larger ones
+// was changed by something else (read_* refuse it), and none is issued
+// past them (next_token, next_ticket: after 2^40 acquisitions of one name).
+inline constexpr std::uint64_t max_token = static_cast<std::uint64_t>(queue_base - live_base) - 1;
+inline constexpr std::uint64_t max_ticket = static_cast<std::uint64_t>(writer_waiting - queue_base) - 1;
+// The error for a lock file whose content dlock did not write: `what` is
+// what was found.
+Status damaged(const std::string& what);
+Result<std::uint64_t> next_token(const Record& record);
+Result<std::uint64_t> next_ticket(const Header& header);
 
 std::int64_t monotonic_ns();
 std::int64_t unix_ms();

@@ -39,6 +39,8 @@ Result<std::optional<Joined>> join_line(int fd, int place_fd, std::int64_t max_b
   if (!header) return header.status();
   auto slots = read_waiter_slots(fd);
   if (!slots) return slots.status();
+  auto ticket = next_ticket(*header);
+  if (!ticket) return ticket.status();
   // Slots nobody is in first: a slot whose byte is still locked belongs to
   // a waiter on its way out, or one that is stopped.
   std::vector<std::uint32_t> order(waiter_slots);
@@ -54,7 +56,7 @@ Result<std::optional<Joined>> join_line(int fd, int place_fd, std::int64_t max_b
     if (Status s = lock_byte(place_fd, F_RDLCK, byte_of(i)); !s) return s;
     Joined out;
     out.place.slot = i;
-    out.place.waiter = WaiterSlot{header->last_ticket + 1, now_ns, now_ns + waiting_lease_ns, max_barging_ns};
+    out.place.waiter = WaiterSlot{*ticket, now_ns, now_ns + waiting_lease_ns, max_barging_ns};
     header->last_ticket = out.place.waiter.ticket;
     // Bound before the slot names it: whoever finds us first in line can ring.
     if (auto id = file_id(fd); id) {
