@@ -23,8 +23,8 @@ class PermitSemaphores final : public SemaphoreDriver {
                                         const MutexOptions& options, steady::time_point deadline) override {
     // One handle may hold several permits from one thread: each permit is
     // its own entry in the store, so each gets its own owner.
-    LockRequest request{name, owner + "-p" + std::to_string(next_.fetch_add(1, std::memory_order_relaxed)),
-                        options.lease, options.lease_mode, options.fair, LockKind::permit};
+    LockRequest request = lock_request(name, LockKind::permit, options);
+    request.owner = owner + "-p" + std::to_string(next_.fetch_add(1, std::memory_order_relaxed));
     request.permits = permits;
     auto got = client_.take(request, deadline);
     if (!got) return got.status();

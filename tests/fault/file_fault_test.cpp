@@ -384,6 +384,142 @@ TEST(FileStatus, ListsEveryKindHeld) {
   EXPECT_TRUE(a->list_locks("status/").empty());
 }
 
+// A Semaphore's waiters and a SharedMutex's writers wait in line as a
+// Mutex's do: a release wakes the first of them, not every waiter (a herd
+// would be 6 + 5 + ... + 1 = 21 wake-ups for six handoffs). `take` holds
+// what one thread takes, `give` gives it back.
+void expect_one_wakeup_per_handoff(const std::string& what,
+                                   const std::function<std::function<void()>(Client&, bool& got)>& take) {
+  TempDir dir;
+  const std::string url = "file://" + dir.path() + "/locks";
+  constexpr int waiters = 6;
+  auto holder = dlock::connect(url);
+  auto waiting = dlock::connect(url);
+  bool held = false;
+  auto give_back = take(*holder, held);
+  ASSERT_TRUE(held) << what;
+  std::atomic<int> acquired{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < waiters; ++i)
+    threads.emplace_back([&] {
+      bool got = false;
+      auto give = take(*waiting, got);
+      if (!got) return;
+      ++acquired;
+      std::this_thread::sleep_for(50ms);  // the others keep waiting meanwhile
+      give();
+    });
+  std::this_thread::sleep_for(300ms);  // let them all wait
+  give_back();
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(acquired.load(), waiters) << what;
+  const auto wakeups = waiting->stats().wakeups;
+  std::printf("%s: %llu wake-ups for %d handoffs\n", what.c_str(), static_cast<unsigned long long>(wakeups), waiters);
+  EXPECT_GE(wakeups, 1u) << what << ": no wait was ended by a notification";
+  EXPECT_LE(wakeups, static_cast<std::uint64_t>(waiters + 2)) << what << ": releases woke a herd";
+}
+
+TEST(FileLine, ASemaphoreReleaseWakesOneWaiter) {
+  expect_one_wakeup_per_handoff("semaphore", [](Client& c, bool& got) -> std::function<void()> {
+    auto s = std::make_shared<Semaphore>(c.semaphore("line/s", 1));
+    got = s->try_acquire_for(scaled(20s));
+    return [s] { s->release(); };
+  });
+}
+
+TEST(FileLine, AWriterReleaseWakesOneWriter) {
+  expect_one_wakeup_per_handoff("writer", [](Client& c, bool& got) -> std::function<void()> {
+    auto rw = std::make_shared<SharedMutex>(c.shared_mutex("line/rw"));
+    got = rw->try_lock_for(scaled(20s));
+    return [rw] { rw->unlock(); };
+  });
+}
+
+TEST(FileLine, ALeadersResignationWakesOneCandidate) {
+  expect_one_wakeup_per_handoff("election", [](Client& c, bool& got) -> std::function<void()> {
+    auto e = std::make_shared<Election>(c.election("line/e"));
+    got = e->campaign_for(scaled(20s));
+    return [e] { e->resign(); };
+  });
+}
+
+// A Semaphore honours MutexOptions::max_barging_wait (it used to be left at
+// its default): with 0 a waiter in line is never passed; with an hour, the
+// releasing thread that asks again at once usually goes first.
+TEST(FileLine, ASemaphoreHonoursMaxBargingWait) {
+  TempDir dir;
+  const std::string url = "file://" + dir.path() + "/locks";
+  auto barged = [&](std::chrono::milliseconds bound) {
+    int passed = 0;
+    for (int round = 0; round < 5; ++round) {
+      const std::string name = "line/barging-" + std::to_string(bound.count()) + "-" + std::to_string(round);
+      auto a = dlock::connect(url), b = dlock::connect(url);
+      MutexOptions options;
+      options.max_barging_wait = bound;
+      auto held = a->semaphore(name, 1, options);
+      EXPECT_TRUE(held.try_acquire());
+      std::atomic<bool> waiter_got{false};
+      std::thread waiter([&] {
+        auto w = b->semaphore(name, 1, options);
+        if (w.try_acquire_for(scaled(5s))) {
+          waiter_got = true;
+          w.release();
+        }
+      });
+      std::this_thread::sleep_for(100ms);  // in line, well past 0 (not past an hour)
+      held.release();
+      const bool again = held.try_acquire();
+      if (again) {
+        ++passed;
+        held.release();
+      }
+      waiter.join();
+      EXPECT_TRUE(waiter_got.load());
+    }
+    return passed;
+  };
+  EXPECT_EQ(barged(0ms), 0) << "a newcomer passed a waiter in line with max_barging_wait 0";
+  EXPECT_GE(barged(std::chrono::hours(1)), 1) << "max_barging_wait of an hour was not honoured";
+}
+
+// Readers and writers waiting together: the writers go in line, the readers
+// are woken together when a writer leaves; everyone gets in well before
+// core's 500 ms safety-net retries would have to step in for a lost wake-up.
+TEST(FileLine, ReadersAndWritersWaitingTogetherAllGetIn) {
+  TempDir dir;
+  const std::string url = "file://" + dir.path() + "/locks";
+  auto holder = dlock::connect(url);
+  auto rw = holder->shared_mutex("line/mixed");
+  rw.lock();
+  std::atomic<int> readers{0}, writers{0};
+  std::vector<std::thread> threads;
+  auto waiting = dlock::connect(url);
+  for (int i = 0; i < 6; ++i)
+    threads.emplace_back([&, i] {
+      auto mine = waiting->shared_mutex("line/mixed");
+      if (i % 2 == 0) {
+        if (!mine.try_lock_for(scaled(20s))) return;
+        ++writers;
+        std::this_thread::sleep_for(20ms);
+        mine.unlock();
+      } else {
+        if (!mine.try_lock_shared_for(scaled(20s))) return;
+        ++readers;
+        std::this_thread::sleep_for(20ms);
+        mine.unlock_shared();
+      }
+    });
+  std::this_thread::sleep_for(300ms);
+  const auto released = steady::now();
+  rw.unlock();
+  for (auto& t : threads) t.join();
+  const auto took = steady::now() - released;
+  EXPECT_EQ(writers.load(), 3);
+  EXPECT_EQ(readers.load(), 3);
+  // Three writers one after the other and the readers: about 80 ms of holds.
+  EXPECT_LT(took, scaled(450ms)) << "someone waited for a safety-net retry: a wake-up was lost";
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, FileFault, ::testing::Values("read", "write", "permit", "leader"),
                          [](const auto& param_info) { return param_info.param; });
 

@@ -30,9 +30,20 @@
 //                          already finish; the writer goes next). It counts
 //                          while the writer retries (writer_waiting_until):
 //                          a stopped waiting writer can't block readers.
+//                          Waiting writers wait in line as a Mutex's waiters
+//                          do (slots_line); a waiting reader read-locks the
+//                          line's unqueued byte, so while one waits every
+//                          release wakes every waiter (readers go together).
+//                          A reader's release wakes no one while others
+//                          still hold; the last one rings the first writer.
 //   Semaphore    .permits  one entry slot per permit out; the header keeps
 //                          the count first declared (Backend::supports_permits:
-//                          core makes the Semaphore of these grants)
+//                          core makes the Semaphore of these grants).
+//                          Waiters wait in line: a release rings the first;
+//                          one that takes a permit with more left rings the
+//                          next. A caller goes ahead of the line unless the
+//                          waiters that have waited past their
+//                          max_barging_wait would use up the free permits.
 //   Election     .elect    the leader: the record's holder, its id at
 //                          leader_id_offset. A candidate that waits takes a
 //                          ticket (header) and write-locks byte queue_base +
@@ -40,6 +51,8 @@
 //                          next, so candidates lead in the order they queued.
 //                          A place counts while its candidate retries (the
 //                          slot's waiting_until): a stopped one holds no one.
+//                          Each candidate binds a doorbell for its ticket: a
+//                          leader's release rings the next one only.
 // A holder's liveness lock is on its grant's descriptor, so a dead holder's
 // share is free the moment the kernel closes it.
 #include "backends/file/barrier.h"
@@ -118,6 +131,18 @@ steady::time_point expires_at(steady::time_point sent, std::int64_t expires_ns, 
   return sent + std::chrono::nanoseconds(expires_ns - now_ns);
 }
 
+// The line a kind's waiters join (a SharedMutex's readers don't: they only
+// lock its unqueued byte while they wait); nullptr if they wait without one.
+const Line* line_of(LockKind kind) {
+  switch (kind) {
+    case LockKind::mutex: return &mutex_line;
+    case LockKind::write:
+    case LockKind::read:
+    case LockKind::permit: return &slots_line;
+    default: return nullptr;
+  }
+}
+
 class FileBackend final : public Backend, public LockDriver {
  public:
   explicit FileBackend(Directory dir) : dir_(with_watches(std::move(dir))), counters_(dir_), barriers_(dir_) {}
@@ -191,22 +216,38 @@ class FileBackend final : public Backend, public LockDriver {
   std::unique_ptr<Waiter> watch(const LockRequest& request) override {
     const std::string file = encode_name(request.name, file_kind(request.kind));
     const std::string path = dir_.path_of(file);
-    if (request.kind == LockKind::mutex) return wait_in_line(request, file, path);
-    if (request.kind == LockKind::write) {
-      // Waiting holds back later readers (see the top of this file).
-      auto place = dir_.open(file, true);
-      if (place && lock_byte(*place, F_RDLCK, writer_waiting)) return watches_.watch(path, wake_on_release, *place);
-      if (place) ::close(*place);
+    if (request.kind == LockKind::mutex || request.kind == LockKind::write || request.kind == LockKind::permit)
+      return wait_in_line(request, file, path);
+    if (request.kind == LockKind::read) {
+      // Releases wake every waiter while a reader waits (they may all go).
+      auto place = dir_.open(file, false);
+      if (place && *place >= 0 && lock_byte(*place, F_RDLCK, slots_line.unqueued()))
+        return watches_.watch(path, wake_on_release, *place);
+      if (place && *place >= 0) ::close(*place);
     }
     if (request.kind == LockKind::latch) {
       auto ticket = queue(request, file);
       if (ticket) {
         auto key = std::make_tuple(request.owner, request.name);
-        return watches_.watch(path, wake_on_release, ticket->second, [this, key] {
-          std::lock_guard lk(mu_);
-          tickets_.erase(key);
-        });
+        // Its doorbell: a leader's release rings the next candidate only.
+        int doorbell = -1;
+        if (auto id = file_id(ticket->second); id) {
+          if (auto bell = open_doorbell(*id, ticket->first); bell) doorbell = *bell;
+        }
+        // Leaving: its byte first, so that the next candidate is the first.
+        return watches_.watch(
+            path, wake_on_release, ticket->second,
+            [this, key, file, place = ticket->second, t = ticket->first] {
+              unlock_byte(place, queue_base + static_cast<std::int64_t>(t));
+              leave_queue(key, file);
+            },
+            doorbell);
       }
+      // A candidate out of line can't be rung: releases wake everyone.
+      auto place = dir_.open(file, false);
+      if (place && *place >= 0 && lock_byte(*place, F_RDLCK, unrung_candidates))
+        return watches_.watch(path, wake_on_release, *place);
+      if (place && *place >= 0) ::close(*place);
     }
     return watches_.watch(path, wake_on_release);
   }
@@ -214,30 +255,60 @@ class FileBackend final : public Backend, public LockDriver {
   Status release(const LockRequest& request, Grant& grant) override {
     auto* state = static_cast<FileGrant*>(grant.state.get());
     if (!state || state->fd < 0) return Status(errc::lock_lost, "release '" + request.name + "': no grant");
-    // A Mutex rings the first waiter in line; everything else, or a Mutex
-    // whose waiters can't all be rung, wakes every waiter by closing.
-    bool wake_all = request.kind != LockKind::mutex;
+    // A kind whose waiters wait in line rings the first of them, once what
+    // it released lets someone in; everything else, or a file with waiters
+    // that can't all be rung (or a SharedMutex's waiting readers), wakes
+    // every waiter by closing.
+    const Line* line = line_of(request.kind);
+    bool wake_all = line == nullptr && request.kind != LockKind::latch;
     std::optional<PlaceInLine> first;
+    std::optional<std::uint64_t> next_candidate;
     Status s = update_own_entry(request, grant, [&](Entry& e) {
       e = Entry{};
-      if (!wake_all) {
-        auto found = first_waiter(state->fd, monotonic_ns());
-        auto unqueued = range_locked(state->fd, unqueued_waiting, 1);
-        wake_all = !found || !unqueued || *unqueued;
-        if (!wake_all) first = *found;
+      if (wake_all) return Status{};
+      const std::int64_t now = monotonic_ns();
+      if (request.kind == LockKind::latch) {
+        // An Election: the next candidate in line, unless one can't be rung.
+        auto unrung = range_locked(state->fd, unrung_candidates, 1);
+        auto header = read_header(state->fd);
+        auto next = header ? first_in_line(state->fd, header->last_ticket + 1, now)
+                           : Result<std::optional<std::uint64_t>>(header.status());
+        wake_all = !unrung || *unrung || !next;
+        if (!wake_all) next_candidate = *next;
+        return Status{};
       }
+      auto unqueued = range_locked(state->fd, line->unqueued(), 1);
+      if (!unqueued || *unqueued) {
+        wake_all = true;
+        return Status{};
+      }
+      // A reader that leaves others holding lets no one in.
+      if (request.kind == LockKind::read) {
+        auto others = holders_besides(state->fd, state->offset, now);
+        if (!others || *others) {
+          wake_all = !others;
+          return Status{};
+        }
+      }
+      auto found = first_waiter(state->fd, *line, now);
+      if (!found) wake_all = true;
+      else first = *found;
       return Status{};
     });
     if (s && first) {
       auto id = file_id(state->fd);
       wake_all = !id || !ringer_.ring(*id, first->waiter.ticket);
     }
+    if (s && next_candidate) {
+      auto id = file_id(state->fd);
+      wake_all = !id || !ringer_.ring(*id, *next_candidate);
+    }
     if (!s || wake_all) {
       // Closing drops our liveness lock and wakes the waiters (IN_CLOSE_WRITE).
       ::close(state->fd);
     } else {
       unlock_byte(state->fd, live_base + static_cast<std::int64_t>(grant.token));
-      put_descriptor(encode_name(request.name, FileKind::mutex), state->fd);
+      put_descriptor(encode_name(request.name, file_kind(request.kind)), state->fd);
     }
     state->fd = -1;
     return s;
@@ -377,7 +448,7 @@ class FileBackend final : public Backend, public LockDriver {
         if (*ahead) busy = Busy{};
       }
     }
-    if (request.kind == LockKind::mutex) {
+    if (request.kind == LockKind::mutex || request.kind == LockKind::write) {
       if (Status s = mind_the_line(fd, request, now, sent, busy); !s) return s;
     }
     if (busy) return Attempt(*busy);
@@ -429,6 +500,7 @@ class FileBackend final : public Backend, public LockDriver {
     if (!entries) return entries.status();
     std::optional<std::uint32_t> free_slot;
     std::optional<std::int64_t> first_end;
+    std::int64_t held_now = 0;
     for (std::uint32_t i = 0; i < entries->size(); ++i) {
       const Entry& e = (*entries)[i];
       auto held = entry_held(fd, e, now);
@@ -436,6 +508,7 @@ class FileBackend final : public Backend, public LockDriver {
       if (!*held) {
         if (!free_slot) free_slot = i;
       } else {
+        ++held_now;
         first_end = std::min(first_end.value_or(e.expires_ns), e.expires_ns);
       }
     }
@@ -443,11 +516,18 @@ class FileBackend final : public Backend, public LockDriver {
       free_slot = header->used++;
       header_changed = true;
     }
-    if (!free_slot) {
-      if (request.kind == LockKind::read)
-        return Status(errc::unavailable, "shared_mutex '" + request.name + "': more than " +
-                                             std::to_string(max_readers) + " readers at once");
-      return Attempt(Busy{first_end ? expires_at(sent, *first_end, now) : steady::time_point::max()});
+    if (!free_slot && request.kind == LockKind::read)
+      return Status(errc::unavailable, "shared_mutex '" + request.name + "': more than " +
+                                           std::to_string(max_readers) + " readers at once");
+    // Permits left once this one is taken (for the next in line).
+    std::int64_t left = 0;
+    if (request.kind == LockKind::permit) {
+      std::optional<Busy> busy;
+      if (!free_slot) busy = Busy{first_end ? expires_at(sent, *first_end, now) : steady::time_point::max()};
+      const std::int64_t free_permits = std::max<std::int64_t>(0, header->permits - held_now);
+      if (Status s = mind_the_line(fd, request, now, sent, busy, free_permits); !s) return s;
+      if (busy) return Attempt(*busy);
+      left = free_permits - 1;
     }
     auto next = next_token(*record);
     if (!next) return next.status();
@@ -460,6 +540,9 @@ class FileBackend final : public Backend, public LockDriver {
       if (Status s = write_header(fd, *header, false); !s) return s;
     }
     if (Status s = write_record(fd, *record, dir_.sync); !s) return s;
+    // Another permit is free: the next in line may take it now (a release
+    // rings one waiter; two quick ones may both have rung the same one).
+    if (left > 0) ring_first(fd, slots_line, now);
     return granted(fd, token, at, request, sent);
   }
 
@@ -472,59 +555,83 @@ class FileBackend final : public Backend, public LockDriver {
     return Attempt(std::move(grant));
   }
 
-  // A Mutex's line: a free lock waits for the first in line once it has
-  // waited longer than it lets others go first (or always, if either side
-  // is fair); the caller's own place is renewed while it waits and left
-  // when it takes the lock.
-  Status mind_the_line(int fd, const LockRequest& request, std::int64_t now, steady::time_point sent,
-                       std::optional<Busy>& busy) {
-    auto place = place_in_line(request);
-    if (!busy) {
-      auto first = first_waiter(fd, now);
-      if (!first) return first.status();
-      const bool behind = *first && (!place || (*first)->slot != place->slot);
-      if (behind && (request.fair || request.max_barging_wait.count() == 0 ||
-                     now - (*first)->waiter.since_ns >= (*first)->waiter.max_barging_ns))
-        busy = Busy{expires_at(sent, (*first)->waiter.waiting_until, now)};
-    }
-    if (!place) return {};
-    if (busy) return renew_place_in_line(fd, *place, now);
-    forget_place(request);
-    return leave_line(fd, *place, false);
+  // A waiter's place in line is kept by owner, name and kind (a Mutex and
+  // a Semaphore of one name are two files).
+  using LineKey = std::tuple<std::string, std::string, LockKind>;
+  static LineKey line_key(const LockRequest& request) {
+    return std::make_tuple(request.owner, request.name, request.kind);
   }
 
-  // A Mutex's waiter: in line, woken by its doorbell or when a holder dies;
-  // without a free slot, woken by every release as before.
+  // A line (a Mutex's, a SharedMutex writers', a Semaphore's): a free lock
+  // waits for the first in line once it has waited longer than it lets
+  // others go first (or always, if either side is fair); a Semaphore's
+  // caller, while such waiters ahead of it would use up the free permits
+  // (`free_permits`). The caller's own place is renewed while it waits and
+  // left when it takes the lock.
+  Status mind_the_line(int fd, const LockRequest& request, std::int64_t now, steady::time_point sent,
+                       std::optional<Busy>& busy, std::optional<std::int64_t> free_permits = std::nullopt) {
+    const Line& line = *line_of(request.kind);
+    auto place = place_in_line(request);
+    if (!busy) {
+      // Those who joined first waited longest: the first few decide.
+      auto ahead = waiters_in_line(fd, line, now, static_cast<std::size_t>(std::max<std::int64_t>(1, free_permits.value_or(1))));
+      if (!ahead) return ahead.status();
+      std::int64_t entitled = 0;
+      std::optional<std::int64_t> until;
+      for (const PlaceInLine& w : *ahead) {
+        if (place && w.slot == place->slot) break;  // only those before us
+        if (request.fair || request.max_barging_wait.count() == 0 || now - w.waiter.since_ns >= w.waiter.max_barging_ns) {
+          ++entitled;
+          until = std::min(until.value_or(w.waiter.waiting_until), w.waiter.waiting_until);
+        }
+      }
+      if (entitled > 0 && entitled >= free_permits.value_or(1)) busy = Busy{expires_at(sent, *until, now)};
+    }
+    if (!place) return {};
+    if (busy) return renew_place_in_line(fd, line, *place, now);
+    forget_place(request);
+    return leave_line(fd, line, *place, false);
+  }
+
+  // A waiter in line, woken by its doorbell or when a holder dies; without
+  // a free slot, woken by every release as before. A SharedMutex's writer
+  // also read-locks writer_waiting: later readers queue behind it.
   std::unique_ptr<Waiter> wait_in_line(const LockRequest& request, const std::string& file, const std::string& path) {
+    const Line& line = *line_of(request.kind);
     auto place = dir_.open(file, false);
     if (!place || *place < 0) return watches_.watch(path, wake_on_release);
+    if (request.kind == LockKind::write && !lock_byte(*place, F_RDLCK, writer_waiting)) {
+      ::close(*place);
+      return watches_.watch(path, wake_on_release);
+    }
     std::optional<Joined> joined;
     if (auto fd = take_descriptor(file); fd) {
       if (take_guard(*fd, true, dir_.op_timeout)) {
         GuardScope guard(*fd);
         const std::chrono::nanoseconds barging = request.fair ? std::chrono::milliseconds(0) : request.max_barging_wait;
-        auto j = join_line(*fd, *place, barging.count(), monotonic_ns(), dir_.sync);
+        auto j = join_line(*fd, line, *place, barging.count(), monotonic_ns(), dir_.sync);
         if (j && *j) joined = **j;
       }
       put_descriptor(file, *fd);
     }
     if (!joined) {
-      if (lock_byte(*place, F_RDLCK, unqueued_waiting)) return watches_.watch(path, wake_on_release, *place);
+      if (lock_byte(*place, F_RDLCK, line.unqueued())) return watches_.watch(path, wake_on_release, *place);
       ::close(*place);
       return watches_.watch(path, wake_on_release);
     }
-    auto key = std::make_tuple(request.owner, request.name);
+    auto key = line_key(request);
     {
       std::lock_guard lk(mu_);
       in_line_[key] = joined->place;
     }
     return watches_.watch(
-        path, wake_on_release, *place, [this, key, file] { give_up_place(key, file); }, joined->doorbell);
+        path, wake_on_release, *place, [this, key, file, kind = request.kind] { give_up_place(key, file, kind); },
+        joined->doorbell);
   }
 
   // A waiter that goes without the lock leaves the line, and if it was
   // rung (the lock is free), rings the next one in its stead.
-  void give_up_place(const std::tuple<std::string, std::string>& key, const std::string& file) {
+  void give_up_place(const LineKey& key, const std::string& file, LockKind kind) {
     std::optional<PlaceInLine> place;
     {
       std::lock_guard lk(mu_);
@@ -536,39 +643,92 @@ class FileBackend final : public Backend, public LockDriver {
     if (!place) return;  // it took the lock, and left the line then
     auto fd = take_descriptor(file);
     if (!fd) return;
-    std::optional<PlaceInLine> next;
     if (take_guard(*fd, true, dir_.op_timeout)) {
       GuardScope guard(*fd);
       const std::int64_t now = monotonic_ns();
-      auto record = read_record(*fd);
-      auto held = record ? entry_held(*fd, record->holder, now) : Result<bool>(record.status());
-      if (leave_line(*fd, *place, dir_.sync) && held && !*held) {
-        if (auto first = first_waiter(*fd, now); first && *first) next = **first;
-      }
-    }
-    if (next) {
-      if (auto id = file_id(*fd); id) ringer_.ring(*id, next->waiter.ticket);
+      const Line& line = *line_of(kind);
+      auto open = lets_in(*fd, kind, now);
+      if (leave_line(*fd, line, *place, dir_.sync) && open && *open) ring_first(*fd, line, now);
     }
     put_descriptor(file, *fd);
   }
 
+  // Whether the lock of `kind` in fd's file would let a waiter in now.
+  Result<bool> lets_in(int fd, LockKind kind, std::int64_t now) {
+    auto record = read_record(fd);
+    if (!record) return record.status();
+    if (kind == LockKind::mutex || kind == LockKind::write) {
+      auto held = entry_held(fd, record->holder, now);
+      if (!held || *held) return held ? Result<bool>(false) : held;
+      if (kind == LockKind::mutex) return true;
+      auto readers = holders_besides(fd, -1, now);
+      if (!readers) return readers.status();
+      return !*readers;
+    }
+    auto header = read_header(fd);
+    if (!header) return header.status();
+    auto entries = read_entries(fd, header->used);
+    if (!entries) return entries.status();
+    std::int64_t held = 0;
+    for (const Entry& e : *entries) {
+      auto alive = entry_held(fd, e, now);
+      if (!alive) return alive.status();
+      held += *alive;
+    }
+    return held < header->permits;
+  }
+
+  // Whether anyone holds fd's SharedMutex file but the entry at `mine`:
+  // its writer, or a reader.
+  Result<bool> holders_besides(int fd, std::int64_t mine, std::int64_t now) {
+    auto record = read_record(fd);
+    if (!record) return record.status();
+    auto writer = entry_held(fd, record->holder, now);
+    if (!writer || *writer) return writer;
+    auto header = read_header(fd);
+    if (!header) return header.status();
+    auto entries = read_entries(fd, header->used);
+    if (!entries) return entries.status();
+    for (std::uint32_t i = 0; i < entries->size(); ++i) {
+      if (entry_offset(i) == mine) continue;
+      auto alive = entry_held(fd, (*entries)[i], now);
+      if (!alive || *alive) return alive;
+    }
+    return false;
+  }
+
+  // Rings the first waiter in `line`, if any (best effort: a waiter not
+  // rung finds out at its next periodic look).
+  void ring_first(int fd, const Line& line, std::int64_t now) {
+    auto first = first_waiter(fd, line, now);
+    if (!first || !*first) return;
+    if (auto id = file_id(fd); id) ringer_.ring(*id, (*first)->waiter.ticket);
+  }
+
   std::optional<PlaceInLine> place_in_line(const LockRequest& request) const {
     std::lock_guard lk(mu_);
-    auto it = in_line_.find(std::make_tuple(request.owner, request.name));
+    auto it = in_line_.find(line_key(request));
     if (it == in_line_.end()) return std::nullopt;
     return it->second;
   }
 
   void forget_place(const LockRequest& request) {
     std::lock_guard lk(mu_);
-    in_line_.erase(std::make_tuple(request.owner, request.name));
+    in_line_.erase(line_key(request));
   }
 
   // Election: a place in line for a candidate about to wait, held by the
   // returned descriptor's lock on its ticket's byte. (ticket, descriptor).
+  // The descriptor is read-only, so closing it (when the candidate leads
+  // or gives up) raises no IN_CLOSE_WRITE: it wakes no other candidate.
   std::optional<std::pair<std::uint64_t, int>> queue(const LockRequest& request, const std::string& file) {
-    auto fd = dir_.open(file, true);
-    if (!fd) return std::nullopt;
+    auto place = dir_.open(file, false);
+    if (!place || *place < 0) return std::nullopt;
+    auto fd = take_descriptor(file);
+    if (!fd) {
+      ::close(*place);
+      return std::nullopt;
+    }
     std::optional<std::pair<std::uint64_t, int>> out;
     if (take_guard(*fd, true, dir_.op_timeout)) {
       GuardScope guard(*fd);
@@ -579,19 +739,47 @@ class FileBackend final : public Backend, public LockDriver {
         header->last_ticket = ticket;
         // The byte is ours before the header says the ticket exists: a
         // candidate that comes later always sees us in line.
-        if (lock_byte(*fd, F_WRLCK, queue_base + static_cast<std::int64_t>(ticket)) &&
-            write_id(*fd, candidate_id_offset(ticket), ticket, request.data, false) &&
+        const std::int64_t byte = queue_base + static_cast<std::int64_t>(ticket);
+        if (lock_byte(*place, F_RDLCK, byte) && write_id(*fd, candidate_id_offset(ticket), ticket, request.data, false) &&
             write_header(*fd, *header, dir_.sync))
-          out.emplace(ticket, *fd);
+          out.emplace(ticket, *place);
+        else
+          unlock_byte(*place, byte);
       }
     }
+    put_descriptor(file, *fd);
     if (!out) {
-      ::close(*fd);
+      ::close(*place);
       return std::nullopt;
     }
     std::lock_guard lk(mu_);
     tickets_[std::make_tuple(request.owner, request.name)] = out->first;
     return out;
+  }
+
+  // A candidate that goes (leader, or given up) is out of line; if nobody
+  // leads, the next candidate is rung in its stead.
+  void leave_queue(const std::tuple<std::string, std::string>& key, const std::string& file) {
+    {
+      std::lock_guard lk(mu_);
+      tickets_.erase(key);
+    }
+    auto fd = take_descriptor(file);
+    if (!fd) return;
+    if (take_guard(*fd, true, dir_.op_timeout)) {
+      GuardScope guard(*fd);
+      const std::int64_t now = monotonic_ns();
+      auto record = read_record(*fd);
+      auto held = record ? entry_held(*fd, record->holder, now) : Result<bool>(record.status());
+      auto header = read_header(*fd);
+      if (held && !*held && header) {
+        auto next = first_in_line(*fd, header->last_ticket + 1, now);
+        if (next && *next) {
+          if (auto id = file_id(*fd); id) ringer_.ring(*id, **next);
+        }
+      }
+    }
+    put_descriptor(file, *fd);
   }
 
   // A queued candidate retried: its place counts for waiting_lease_ns more.
@@ -768,8 +956,8 @@ class FileBackend final : public Backend, public LockDriver {
   std::size_t idle_count_ = 0;                    // guarded by mu_
   // An election candidate's ticket while its Waiter lives, by (owner, name).
   std::map<std::tuple<std::string, std::string>, std::uint64_t> tickets_;  // guarded by mu_
-  // A Mutex waiter's place in line while its Waiter lives, by (owner, name).
-  std::map<std::tuple<std::string, std::string>, PlaceInLine> in_line_;  // guarded by mu_
+  // A waiter's place in line while its Waiter lives (line_key).
+  std::map<LineKey, PlaceInLine> in_line_;  // guarded by mu_
 };
 
 Status invalid(std::string why) { return Status(errc::invalid_argument, "file url: " + std::move(why)); }

@@ -259,19 +259,18 @@ void unlock_byte(int fd, std::int64_t offset) {
   (void)fcntl(fd, F_OFD_SETLK, &fl);
 }
 
-Result<std::vector<WaiterSlot>> read_waiter_slots(int fd) {
-  std::vector<WaiterSlot> out(waiter_slots);
-  if (Status s = read_at(fd, out.data(), out.size() * sizeof(WaiterSlot), waiter_slots_offset,
-                         "reading the lock file's waiters");
+Result<std::vector<WaiterSlot>> read_waiter_slots(int fd, const Line& line) {
+  std::vector<WaiterSlot> out(line.slots);
+  if (Status s = read_at(fd, out.data(), out.size() * sizeof(WaiterSlot), line.offset, "reading the lock file's waiters");
       !s)
     return s;
   return out;
 }
 
-Status write_waiter_slot(int fd, std::uint32_t slot, const WaiterSlot& waiter, bool sync) {
+Status write_waiter_slot(int fd, const Line& line, std::uint32_t slot, const WaiterSlot& waiter, bool sync) {
   return write_at(fd, &waiter, sizeof waiter,
-                  waiter_slots_offset + static_cast<std::int64_t>(slot) * static_cast<std::int64_t>(sizeof waiter),
-                  sync, "writing a waiter's place");
+                  line.offset + static_cast<std::int64_t>(slot) * static_cast<std::int64_t>(sizeof waiter), sync,
+                  "writing a waiter's place");
 }
 
 Status take_liveness(int fd, std::uint64_t token) {

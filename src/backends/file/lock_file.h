@@ -120,9 +120,25 @@ inline constexpr std::uint64_t candidate_id_slots = 256;
 inline constexpr std::int64_t live_base = std::int64_t{1} << 40;
 inline constexpr std::int64_t queue_base = std::int64_t{1} << 41;
 inline constexpr std::int64_t writer_waiting = std::int64_t{1} << 42;
-inline constexpr std::int64_t waiter_slots_offset = 4096;  // a Mutex's file (it has no entry table)
-inline constexpr std::uint32_t waiter_slots = 128;
-inline constexpr std::int64_t unqueued_waiting = queue_base + waiter_slots;
+// An Election's file: read-locked by candidates that wait without a place
+// in line (no doorbell can reach them): while it is, a leader's release
+// wakes every waiter.
+inline constexpr std::int64_t unrung_candidates = writer_waiting + 1;
+// Where a file keeps its waiters in line (WaiterSlot): a Mutex's file from
+// 4096 (it has no entry table), 128 of them; a SharedMutex's (its writers)
+// and a Semaphore's between the header and the entry table, 64. A waiter
+// in slot i read-locks byte queue_base + i; one that found no free slot
+// read-locks unqueued(), and so does a SharedMutex's waiting reader: while
+// that byte is locked, releases wake every waiter.
+struct Line {
+  std::int64_t offset;
+  std::uint32_t slots;
+  std::int64_t unqueued() const { return queue_base + slots; }
+};
+inline constexpr Line mutex_line{4096, 128};
+inline constexpr Line slots_line{2048, 64};
+static_assert(slots_line.offset >= header_offset + 64 && slots_line.offset + 64 * 32 <= entries_offset,
+              "the line of a file with an entry table lies between its header and its table");
 // Tokens and tickets name lock bytes (live_base + token, queue_base +
 // ticket), so they stay below the next range: a file holding larger ones
 // was changed by something else (read_* refuse it), and none is issued
@@ -191,8 +207,8 @@ Status lock_byte(int fd, short type, std::int64_t offset);
 // Drops fd's lock on one byte.
 void unlock_byte(int fd, std::int64_t offset);
 // A Mutex's waiter slots.
-Result<std::vector<WaiterSlot>> read_waiter_slots(int fd);
-Status write_waiter_slot(int fd, std::uint32_t slot, const WaiterSlot& waiter, bool sync);
+Result<std::vector<WaiterSlot>> read_waiter_slots(int fd, const Line& line);
+Status write_waiter_slot(int fd, const Line& line, std::uint32_t slot, const WaiterSlot& waiter, bool sync);
 
 // A name as a file name: [A-Za-z0-9_.-] kept (a leading '.' escaped),
 // everything else as %XX; the kind's suffix appended. Injective.

@@ -13,12 +13,13 @@ std::int64_t byte_of(std::uint32_t slot) { return queue_base + static_cast<std::
 
 }  // namespace
 
-Result<std::optional<PlaceInLine>> first_waiter(int fd, std::int64_t now_ns) {
+Result<std::vector<PlaceInLine>> waiters_in_line(int fd, const Line& line, std::int64_t now_ns, std::size_t most) {
+  std::vector<PlaceInLine> out;
   // One probe answers the common case: nobody waits.
-  auto anyone = range_locked(fd, queue_base, waiter_slots);
+  auto anyone = range_locked(fd, queue_base, line.slots);
   if (!anyone) return anyone.status();
-  if (!*anyone) return std::optional<PlaceInLine>();
-  auto slots = read_waiter_slots(fd);
+  if (!*anyone) return out;
+  auto slots = read_waiter_slots(fd, line);
   if (!slots) return slots.status();
   std::vector<std::uint32_t> waiting;
   for (std::uint32_t i = 0; i < slots->size(); ++i)
@@ -28,23 +29,31 @@ Result<std::optional<PlaceInLine>> first_waiter(int fd, std::int64_t now_ns) {
   for (std::uint32_t i : waiting) {
     auto alive = range_locked(fd, byte_of(i), 1);
     if (!alive) return alive.status();
-    if (*alive) return std::optional<PlaceInLine>(PlaceInLine{i, (*slots)[i]});
+    if (*alive) out.push_back(PlaceInLine{i, (*slots)[i]});
+    if (out.size() >= most) break;
   }
-  return std::optional<PlaceInLine>();
+  return out;
 }
 
-Result<std::optional<Joined>> join_line(int fd, int place_fd, std::int64_t max_barging_ns, std::int64_t now_ns,
-                                        bool sync) {
+Result<std::optional<PlaceInLine>> first_waiter(int fd, const Line& line, std::int64_t now_ns) {
+  auto all = waiters_in_line(fd, line, now_ns, 1);
+  if (!all) return all.status();
+  if (all->empty()) return std::optional<PlaceInLine>();
+  return std::optional<PlaceInLine>(all->front());
+}
+
+Result<std::optional<Joined>> join_line(int fd, const Line& line, int place_fd, std::int64_t max_barging_ns,
+                                        std::int64_t now_ns, bool sync) {
   auto header = read_header(fd);
   if (!header) return header.status();
-  auto slots = read_waiter_slots(fd);
+  auto slots = read_waiter_slots(fd, line);
   if (!slots) return slots.status();
   auto ticket = next_ticket(*header);
   if (!ticket) return ticket.status();
   // Slots nobody is in first: a slot whose byte is still locked belongs to
   // a waiter on its way out, or one that is stopped.
-  std::vector<std::uint32_t> order(waiter_slots);
-  for (std::uint32_t i = 0; i < waiter_slots; ++i) order[i] = i;
+  std::vector<std::uint32_t> order(line.slots);
+  for (std::uint32_t i = 0; i < line.slots; ++i) order[i] = i;
   std::stable_partition(order.begin(), order.end(), [&](std::uint32_t i) {
     return (*slots)[i].ticket == 0 || (*slots)[i].waiting_until <= now_ns;
   });
@@ -62,7 +71,7 @@ Result<std::optional<Joined>> join_line(int fd, int place_fd, std::int64_t max_b
     if (auto id = file_id(fd); id) {
       if (auto bell = open_doorbell(*id, out.place.waiter.ticket); bell) out.doorbell = *bell;
     }
-    Status s = write_waiter_slot(fd, i, out.place.waiter, false);
+    Status s = write_waiter_slot(fd, line, i, out.place.waiter, false);
     if (s) s = write_header(fd, *header, sync);
     if (!s) {
       unlock_byte(place_fd, byte_of(i));
@@ -74,19 +83,19 @@ Result<std::optional<Joined>> join_line(int fd, int place_fd, std::int64_t max_b
   return std::optional<Joined>();
 }
 
-Status leave_line(int fd, const PlaceInLine& place, bool sync) {
-  auto slots = read_waiter_slots(fd);
+Status leave_line(int fd, const Line& line, const PlaceInLine& place, bool sync) {
+  auto slots = read_waiter_slots(fd, line);
   if (!slots) return slots.status();
   if ((*slots)[place.slot].ticket != place.waiter.ticket) return {};
-  return write_waiter_slot(fd, place.slot, WaiterSlot{}, sync);
+  return write_waiter_slot(fd, line, place.slot, WaiterSlot{}, sync);
 }
 
-Status renew_place_in_line(int fd, PlaceInLine& place, std::int64_t now_ns) {
-  auto slots = read_waiter_slots(fd);
+Status renew_place_in_line(int fd, const Line& line, PlaceInLine& place, std::int64_t now_ns) {
+  auto slots = read_waiter_slots(fd, line);
   if (!slots) return slots.status();
   if ((*slots)[place.slot].ticket != place.waiter.ticket) return {};
   place.waiter.waiting_until = now_ns + waiting_lease_ns;
-  return write_waiter_slot(fd, place.slot, place.waiter, false);
+  return write_waiter_slot(fd, line, place.slot, place.waiter, false);
 }
 
 }  // namespace dlock::detail::file
