@@ -236,7 +236,7 @@ class Store {
       // the old one is back as a follower.
       const std::string old = aimed_member();
       if (old.empty() || !member_script(etcd() ? "kill" : "kill-node", old)) return false;
-      const bool moved = eventually([&] { auto now = aimed_member(); return !now.empty() && now != old; }, 30s);
+      const bool moved = eventually([&] { auto now = current_leader(); return !now.empty() && now != old; }, 30s);
       return start_member(old) && moved;
     }
     const std::string old = master_of_slot();
@@ -258,8 +258,15 @@ class Store {
   // three for a ZooKeeper ensemble or an etcd cluster.
   bool clustered() const { return etcd() || zookeeper(); }
   int members() const { return backend_.name.ends_with("_ensemble") ? 3 : 1; }
-  // The member a server fault hits: the leader of an ensemble, else 1.
-  std::string aimed_member() { return members() == 1 ? "1" : output(backend_.script + " leader " + dir_); }
+  // The member a server fault hits: the leader of an ensemble (waited for
+  // while an election after the last fault goes on), else 1. Empty if none.
+  std::string aimed_member() {
+    if (members() == 1) return "1";
+    std::string leader;
+    (void)eventually([&] { return !(leader = current_leader()).empty(); }, 30s);
+    return leader;
+  }
+  std::string current_leader() { return output(backend_.script + " leader " + dir_); }
   bool member_script(const std::string& verb, const std::string& member) {
     return sh(backend_.script + " " + verb + " " + dir_ + " " + member);
   }

@@ -76,11 +76,11 @@ int main(int argc, char** argv) {
     note += " (no lossy network: " + why + ")";
   const auto run = std::chrono::milliseconds(static_cast<long>(minutes * 60'000));
   const auto report = run_nemesis(chosen, {.faults = chosen.faults, .run = run, .seed = seed});
+  if (!history.empty()) std::ofstream(history) << report.history;  // also when the run broke off
   if (!report.error.empty()) {
     std::cerr << "dlock_nemesis_soak: " << backend << ": " << report.error << "\n";
     return 2;
   }
-  if (!history.empty()) std::ofstream(history) << report.history;
   const auto& c = report.check;
   auto fault = [&](Fault f) {
     auto it = c.faults.find(to_string(f));
