@@ -236,6 +236,21 @@ Result<pb::LeaseGrantResponse> Session::grant(std::int64_t ttl_seconds, steady::
   return response;
 }
 
+void Session::revoke_given_up(steady::time_point deadline) {
+  std::vector<std::int64_t> ids;
+  {
+    std::lock_guard lk(mu_);
+    ids = given_up_;
+  }
+  for (std::int64_t id : ids) {
+    if (steady::now() >= deadline) return;
+    if (!revoke(id, deadline, "revoking a lease the client gave up")) continue;
+    std::lock_guard lk(mu_);
+    std::erase(given_up_, id);
+    events_.log(LogLevel::info, "etcd: revoked a lease the client had given up; the keys on it are gone");
+  }
+}
+
 Status Session::revoke(std::int64_t lease_id, steady::time_point deadline, std::string_view step) {
   pb::LeaseRevokeRequest request;
   request.set_id(lease_id);
@@ -300,6 +315,7 @@ void Session::lose_lease(std::int64_t id, const std::string& why) {
     std::lock_guard lk(mu_);
     if (id == 0 || lease_id_ != id) return;
     lease_id_ = 0;
+    given_up_.push_back(id);
     dropped = std::exchange(lease_dropped_, std::stop_source());
     waiters = waiters_;
   }
@@ -357,11 +373,18 @@ void Session::keep_alive() {
       std::int64_t id;
       {
         std::unique_lock lk(mu_);
-        const auto wake = lease_id_ == 0 ? steady::time_point::max() : std::min(next_send, lease_until_);
+        // No lease to keep: idle, but for leases given up to revoke.
+        const auto idle = given_up_.empty() ? steady::time_point::max() : steady::now() + milliseconds(200);
+        const auto wake = lease_id_ == 0 ? idle : std::min(next_send, lease_until_);
         cv_.wait_until(lk, wake, [&] { return stopping_; });
         if (stopping_) break;
         id = lease_id_;
-        if (id == 0) continue;
+        if (id == 0) {
+          if (given_up_.empty()) continue;
+          lk.unlock();
+          revoke_given_up(steady::now() + config_.op_timeout);
+          continue;
+        }
         if (steady::now() >= lease_until_) {
           lk.unlock();
           lose_lease(id, "no keepalive was answered before its deadline");
@@ -382,6 +405,14 @@ void Session::keep_alive() {
       request.set_id(id);
       if (!stream->Write(request)) broken = true;
       next_send = now + std::max<std::chrono::milliseconds>(lease_ttl() / 3, milliseconds(100));
+      // Between two keepalives: the leases given up, whose keys would
+      // otherwise block others for as long as elections keep renewing them.
+      bool any_given_up;
+      {
+        std::lock_guard lk(mu_);
+        any_given_up = !given_up_.empty();
+      }
+      if (!broken && any_given_up) revoke_given_up(std::min(next_send, now + config_.op_timeout));
     }
     context->TryCancel();
     reader.join();

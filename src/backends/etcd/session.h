@@ -86,6 +86,9 @@ class Session {
   Result<pb::RangeResponse> range(const pb::RangeRequest& request, steady::time_point deadline, std::string_view step);
   Result<pb::LeaseGrantResponse> grant(std::int64_t ttl_seconds, steady::time_point deadline, std::string_view step);
   Status revoke(std::int64_t lease_id, steady::time_point deadline, std::string_view step);
+  // Revokes the leases given up, until `deadline`; those not revoked then
+  // stay for the next turn.
+  void revoke_given_up(steady::time_point deadline);
   Result<pb::LeaseTimeToLiveResponse> time_to_live(std::int64_t lease_id, steady::time_point deadline,
                                                    std::string_view step);
 
@@ -143,6 +146,11 @@ class Session {
   std::int64_t lease_ttl_ = 0;           // guarded by mu_: seconds, as granted
   steady::time_point lease_until_{};     // guarded by mu_: local deadline of lease_id_
   std::stop_source lease_dropped_;       // guarded by mu_
+  // Leases this client gave up (lose_lease) that the cluster may still keep:
+  // a new leader renews every lease's TTL, so under repeated elections a
+  // given-up lease, and the keys on it, can outlive it for as long as they
+  // go on. The keeper revokes them (revoke_given_up).
+  std::vector<std::int64_t> given_up_;   // guarded by mu_
   std::vector<std::shared_ptr<Signal>> waiters_;  // guarded by mu_
   bool stopping_ = false;                // guarded by mu_
   std::mutex grant_mu_;                  // one lease grant at a time
