@@ -145,7 +145,10 @@ class Store {
       url_ = backend.name == "file" ? "file://" + dir_ : "sqlite://" + dir_ + "/locks.db";
       return;
     }
-    started_ = sh(backend_.script + " start " + dir_ + (clustered() ? " " + std::to_string(members()) : ""));
+    // (The environment as for every script verb: persistence for the AOF
+    // and quorum nodes, replicas and node timeout for the Cluster.)
+    started_ = sh(persistence() + cluster_env() + backend_.script + " start " + dir_ +
+                  (clustered() ? " " + std::to_string(members()) : ""));
     if (!started_) return;
     std::ifstream in(dir_ + "/url");
     in >> url_;
