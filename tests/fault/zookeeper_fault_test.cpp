@@ -351,6 +351,54 @@ TEST_F(ZooKeeperFault, WaiterStoppedPastItsSessionAsTheLockIsHandedToItIsNotGran
   }
 }
 
+// The same two places back: the waiter watches the holder's node and, once
+// it goes, the one between (then_watch). Both go while it is stopped, and
+// its session with them; resumed, the client opens a new session, and an
+// answer on that one ("the node between is gone") said nothing about the
+// waiter's own node, gone with the old session. Seen once in CI's nemesis
+// (zookeeper_process, seed 3457777187: the fence refused the resumed
+// waiter's write under token 19 while another held token 41).
+TEST_F(ZooKeeperFault, WaiterStoppedTwoPlacesBackIsNotGrantedOnANewSessionsAnswer) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  FencedResource resource(dir_.path() + "/resource", true);  // the worker's (unused here)
+  const std::string url = zk.url() + root() + "?session_timeout=2s";
+  auto holding = connect(url);
+  auto holder = holding->mutex("handed2");
+  holder.lock();
+  auto middle_client = connect(url);
+  std::thread middle([&] {
+    auto m = middle_client->mutex("handed2");
+    if (m.try_lock_for(scaled(20s))) {
+      std::this_thread::sleep_for(100ms);
+      m.unlock();
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/handed2") == 2; }, 10s));
+  ChildProcess waiter(
+      {DLOCK_TEST_WORKER, "hold", url, "handed2", "30000", "watchdog", dir_.path() + "/resource"});
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/handed2") == 3; }, 10s))
+      << "the waiter never queued";
+  waiter.signal(SIGSTOP);
+  holder.unlock();  // the middle one takes it, then lets it go
+  middle.join();
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/handed2") == 0; }, 15s))
+      << "the stopped waiter's session never expired";
+  auto taking = connect(url);
+  auto other = taking->mutex("handed2");
+  ASSERT_TRUE(other.try_lock_for(scaled(5s)));
+  waiter.signal(SIGCONT);
+  auto early = waiter.read_line(scaled(3s));
+  EXPECT_FALSE(early && early->starts_with("acquired ")) << "the resumed waiter took the lock another client holds";
+  const auto taken = other.token();
+  other.unlock();
+  if (auto line = early ? early : waiter.read_line(scaled(10s))) {
+    ASSERT_TRUE(line->starts_with("acquired ")) << *line;
+    EXPECT_GT(std::stoull(line->substr(9)), taken);
+  } else {
+    EXPECT_NE(waiter.wait(scaled(5s)).value_or(0), 0) << "the waiter neither got the lock nor failed";
+  }
+}
+
 // Contenders that leave from the middle of the queue free nothing for the
 // one behind them. Here they are another client's nodes (as a Curator or
 // kazoo waiter makes), A then B, between a dlock holder and a dlock waiter

@@ -480,6 +480,15 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
   }
 
   Attempt grant(const LockRequest& request, Contender& c, steady::time_point sent) {
+    if (c.generation != session_.generation()) {
+      // The answer came on a newer session than the one that made our node
+      // (the old one expired while this process stood still, and the client
+      // opened another): it says nothing about our node, which went with
+      // its session. Queue again (the next attempt sees the generation
+      // change and makes a new node).
+      c.signal->notify(false);
+      return Attempt(Busy{});
+    }
     if (steady::now() - sent >= session_.negotiated_timeout()) {
       // Read after our session may have ended (this process stood still
       // between the request and its answer for a whole session timeout):
