@@ -314,6 +314,27 @@ TEST_F(ZooKeeperFault, KilledHoldersAndWaitersLeaveNoNodes) {
       << "nodes of dead clients were left behind";
 }
 
+// Another client takes `name` while `waiter` (stopped past its session)
+// is still stopped; resumed, the waiter must not report the lock while the
+// other holds it: its lock() fails, or it gets the lock afterwards with a
+// greater token.
+void resumed_waiter_waits_its_turn(const std::string& url, const std::string& name, ChildProcess& waiter) {
+  auto taking = connect(url);
+  auto other = taking->mutex(name);
+  ASSERT_TRUE(other.try_lock_for(scaled(5s)));
+  waiter.signal(SIGCONT);
+  auto early = waiter.read_line(scaled(3s));
+  EXPECT_FALSE(early && early->starts_with("acquired ")) << "the resumed waiter took the lock another client holds";
+  const auto taken = other.token();
+  other.unlock();
+  if (auto line = early ? early : waiter.read_line(scaled(10s))) {
+    ASSERT_TRUE(line->starts_with("acquired ")) << *line;
+    EXPECT_GT(std::stoull(line->substr(9)), taken);
+  } else {
+    EXPECT_NE(waiter.wait(scaled(5s)).value_or(0), 0) << "the waiter neither got the lock nor failed";
+  }
+}
+
 // A waiter stopped (SIGSTOP) while the lock is handed to it, past its
 // session: the release's event waits in its socket, the server ends its
 // session (its node goes) and another client takes the lock. Resumed, the
@@ -335,20 +356,7 @@ TEST_F(ZooKeeperFault, WaiterStoppedPastItsSessionAsTheLockIsHandedToItIsNotGran
   holder.unlock();  // the waiter's watch fires into its stopped process
   ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/handed") == 0; }, 15s))
       << "the stopped waiter's session never expired";
-  auto taking = connect(url);
-  auto other = taking->mutex("handed");
-  ASSERT_TRUE(other.try_lock_for(scaled(5s)));
-  waiter.signal(SIGCONT);
-  auto early = waiter.read_line(scaled(3s));
-  EXPECT_FALSE(early && early->starts_with("acquired ")) << "the resumed waiter took the lock another client holds";
-  const auto taken = other.token();
-  other.unlock();
-  if (auto line = early ? early : waiter.read_line(scaled(10s))) {
-    ASSERT_TRUE(line->starts_with("acquired ")) << *line;
-    EXPECT_GT(std::stoull(line->substr(9)), taken);
-  } else {
-    EXPECT_NE(waiter.wait(scaled(5s)).value_or(0), 0) << "the waiter neither got the lock nor failed";
-  }
+  resumed_waiter_waits_its_turn(url, "handed", waiter);
 }
 
 // The same two places back: the waiter watches the holder's node and, once
@@ -383,20 +391,7 @@ TEST_F(ZooKeeperFault, WaiterStoppedTwoPlacesBackIsNotGrantedOnANewSessionsAnswe
   middle.join();
   ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/handed2") == 0; }, 15s))
       << "the stopped waiter's session never expired";
-  auto taking = connect(url);
-  auto other = taking->mutex("handed2");
-  ASSERT_TRUE(other.try_lock_for(scaled(5s)));
-  waiter.signal(SIGCONT);
-  auto early = waiter.read_line(scaled(3s));
-  EXPECT_FALSE(early && early->starts_with("acquired ")) << "the resumed waiter took the lock another client holds";
-  const auto taken = other.token();
-  other.unlock();
-  if (auto line = early ? early : waiter.read_line(scaled(10s))) {
-    ASSERT_TRUE(line->starts_with("acquired ")) << *line;
-    EXPECT_GT(std::stoull(line->substr(9)), taken);
-  } else {
-    EXPECT_NE(waiter.wait(scaled(5s)).value_or(0), 0) << "the waiter neither got the lock nor failed";
-  }
+  resumed_waiter_waits_its_turn(url, "handed2", waiter);
 }
 
 // Contenders that leave from the middle of the queue free nothing for the
