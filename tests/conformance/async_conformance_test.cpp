@@ -298,6 +298,7 @@ TEST_P(AsyncConformance, DestroyingTheClientEndsWhatIsPending) {
   auto holder = holding->mutex(lock_name(), in_order);
   holder.lock();
   const int threads_before = thread_count();
+  const auto names_before = thread_names();
   auto c = client();
   std::atomic<bool> gone{false};
   std::atomic<int> called{0}, after{0}, unavailable{0};
@@ -321,7 +322,7 @@ TEST_P(AsyncConformance, DestroyingTheClientEndsWhatIsPending) {
   ASSERT_EQ(pending.wait_for(0s), std::future_status::ready);
   EXPECT_EQ(error_of(pending), errc::unavailable);
   EXPECT_TRUE(eventually([&] { return thread_count() <= threads_before; }, 5s))
-      << "a thread outlived its client: " << thread_names();
+      << "a thread outlived its client: " << thread_names() << " (before it: " << names_before << ")";
   expect_next_waiter_served_at_once([this] { return client(); }, holder, lock_name());
   std::this_thread::sleep_for(scaled(100ms));
   EXPECT_EQ(after, 0) << "a completion ran after the client was destroyed";
