@@ -445,7 +445,10 @@ TEST(FileLine, ALeadersResignationWakesOneCandidate) {
 
 // A Semaphore honours MutexOptions::max_barging_wait (it used to be left at
 // its default): with 0 a waiter in line is never passed; with an hour, the
-// releasing thread that asks again at once usually goes first.
+// releasing thread that asks again at once usually goes first. The waiter
+// keeps the permit a while once it has it, so the releasing thread's
+// permit can only be one it took before the waiter (not one the waiter
+// took and gave back already, as a slow, instrumented run allows).
 TEST(FileLine, ASemaphoreHonoursMaxBargingWait) {
   TempDir dir;
   const std::string url = "file://" + dir.path() + "/locks";
@@ -463,14 +466,15 @@ TEST(FileLine, ASemaphoreHonoursMaxBargingWait) {
         auto w = b->semaphore(name, 1, options);
         if (w.try_acquire_for(scaled(5s))) {
           waiter_got = true;
+          std::this_thread::sleep_for(scaled(300ms));
           w.release();
         }
       });
-      std::this_thread::sleep_for(100ms);  // in line, well past 0 (not past an hour)
+      std::this_thread::sleep_for(scaled(300ms));  // in line, well past 0 (not past an hour)
       held.release();
       const bool again = held.try_acquire();
       if (again) {
-        ++passed;
+        passed += !waiter_got;
         held.release();
       }
       waiter.join();
