@@ -11,10 +11,11 @@
 //       tests' bounds, as on stores that end it with the session.
 //       "permits=N" takes one of N permits and, holding it, occupies the
 //       resource (which records the most holders in at once) for WORK_US.
-//   hold URL NAME LEASE_MS watchdog|fixed RESOURCE [mutex|read|write|permit|leader]
+//   hold URL NAME LEASE_MS watchdog|fixed RESOURCE [mutex|read|write|permit|leader [MAX_BARGING_MS]]
 //       Locks (a Mutex; or a SharedMutex shared or exclusively, a permit of
 //       a one-permit Semaphore, leadership of an Election with the id
-//       "worker-<pid>"), prints "acquired <token>", then obeys stdin lines:
+//       "worker-<pid>"; waiting with that max_barging_wait, else the
+//       default), prints "acquired <token>", then obeys stdin lines:
 //       "write"  → a fenced write with its token; prints
 //                  "write accepted|rejected lost=0|1"
 //       "unlock" → prints "unlock ok" or "unlock <error code>"
@@ -124,12 +125,12 @@ struct Held {
 };
 
 int hold(const std::string& url, const std::string& name, long lease_ms, const std::string& mode,
-         const std::string& resource_path, const std::string& kind) {
+         const std::string& resource_path, const std::string& kind, std::optional<long> max_barging_ms) {
   dlock::test::FencedResource resource(resource_path, false);
   auto client = dlock::connect(url);
-  const dlock::MutexOptions options{.lease = std::chrono::milliseconds(lease_ms),
-                                    .lease_mode = mode == "fixed" ? dlock::LeaseMode::fixed
-                                                                  : dlock::LeaseMode::watchdog};
+  dlock::MutexOptions options{.lease = std::chrono::milliseconds(lease_ms),
+                              .lease_mode = mode == "fixed" ? dlock::LeaseMode::fixed : dlock::LeaseMode::watchdog};
+  if (max_barging_ms) options.max_barging_wait = std::chrono::milliseconds(*max_barging_ms);
   std::optional<dlock::Mutex> mutex;
   std::optional<dlock::SharedMutex> shared;
   std::optional<dlock::Semaphore> semaphore;
@@ -276,8 +277,9 @@ int main(int argc, char** argv) {
       return hammer(argv[2], argv[3], std::stoi(argv[4]), argv[5], std::stoi(argv[6]), argc > 7 ? argv[7] : "");
     if (cmd == "nemesis" && (argc == 12 || argc == 13)) return nemesis_worker(argv, argc);
     if (cmd == "barrier" && argc == 5) return barrier_member(argv[2], argv[3], std::stoi(argv[4]));
-    if (cmd == "hold" && (argc == 7 || argc == 8))
-      return hold(argv[2], argv[3], std::stol(argv[4]), argv[5], argv[6], argc == 8 ? argv[7] : "mutex");
+    if (cmd == "hold" && argc >= 7 && argc <= 9)
+      return hold(argv[2], argv[3], std::stol(argv[4]), argv[5], argv[6], argc >= 8 ? argv[7] : "mutex",
+                  argc == 9 ? std::optional<long>(std::stol(argv[8])) : std::nullopt);
     std::cerr << "usage: see the comment at the top of worker.cpp\n";
     return 64;
   } catch (const std::exception& e) {

@@ -145,7 +145,8 @@ const Line* line_of(LockKind kind) {
 
 class FileBackend final : public Backend, public LockDriver {
  public:
-  explicit FileBackend(Directory dir) : dir_(with_watches(std::move(dir))), counters_(dir_), barriers_(dir_) {}
+  explicit FileBackend(Directory dir)
+      : watches_(events()), dir_(with_watches(std::move(dir))), counters_(dir_), barriers_(dir_) {}
 
   ~FileBackend() override {
     for (auto& [name, fds] : idle_)

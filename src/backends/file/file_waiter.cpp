@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 namespace dlock::detail::file {
 namespace {
@@ -79,10 +80,16 @@ std::unique_ptr<Waiter> Watches::watch(const std::string& path, std::uint32_t ma
       idle_.pop_back();
     }
   }
-  if (fd < 0) fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) {
+    fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0) warn_out_of_instances(errno);
+  }
   const int wd = fd < 0 ? -1 : ::inotify_add_watch(fd, path.c_str(), mask | IN_DONT_FOLLOW | IN_DELETE_SELF);
   if (wd < 0) {
     if (fd >= 0) give_back(fd, -1);
+    // Rung by the release that hands it on; a holder's death is seen at the
+    // caller's next retry.
+    if (doorbell >= 0) return std::make_unique<FileWaiter>(*this, -1, -1, place, std::move(on_close), doorbell);
     if (on_close) on_close();
     if (place >= 0) ::close(place);
     if (doorbell >= 0) ::close(doorbell);
@@ -92,6 +99,7 @@ std::unique_ptr<Waiter> Watches::watch(const std::string& path, std::uint32_t ma
 }
 
 void Watches::give_back(int fd, int wd) noexcept {
+  if (fd < 0) return;
   if (wd >= 0) (void)::inotify_rm_watch(fd, wd);
   FileWaiter::drain(fd);
   {
@@ -105,6 +113,18 @@ void Watches::give_back(int fd, int wd) noexcept {
     }
   }
   ::close(fd);
+}
+
+void Watches::warn_out_of_instances(int error) noexcept {
+  if (warned_.exchange(true)) return;
+  try {
+    std::string message = std::string("file backend: no inotify instance for a waiter (") + std::strerror(error) + ")";
+    if (error == EMFILE)
+      message += "; raise fs.inotify.max_user_instances (sysctl). Waiters in line still wake on their doorbells; "
+                 "other waits poll until instances are free again";
+    events_.log(LogLevel::warning, message);
+  } catch (...) {
+  }
 }
 
 }  // namespace dlock::detail::file

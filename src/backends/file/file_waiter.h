@@ -4,7 +4,9 @@
 #pragma once
 
 #include "core/driver.h"
+#include "core/events.h"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -29,25 +31,35 @@ inline constexpr std::uint32_t wake_on_change = 0x00000008 | 0x00000002;  // IN_
 // returning; removing the watch and keeping the instance costs nothing.
 // A kept instance may still deliver an event of its last watch: a spurious
 // wake-up, which Waiter allows. Thread-safe.
+//
+// inotify instances are few (fs.inotify.max_user_instances, 128 by default,
+// for all of a user's processes). Without one, a waiter in line still
+// waits on its doorbell, and everything else polls; the first time it
+// happens the client logs a warning that says which limit to raise.
 class Watches {
  public:
-  Watches() = default;
+  explicit Watches(Events& events) : events_(events) {}
   ~Watches();
   Watches(const Watches&) = delete;
   Watches& operator=(const Watches&) = delete;
 
-  // A Waiter on `path`; nullptr if inotify can't watch it (out of
-  // instances, the file is gone): the caller then polls. `place`, if >= 0,
+  // A Waiter on `path`; if inotify can't watch it (out of instances, the
+  // file is gone), one on `doorbell` alone, or nullptr without a doorbell:
+  // the caller then polls. `place`, if >= 0,
   // is a descriptor whose byte locks hold the waiter's place (a writer
   // waiting, an election ticket, a Mutex's waiter slot): closed with the
   // Waiter, after `on_close` runs. `doorbell`, if >= 0, wakes it as well
   // (closed after `place`, so nobody rings a place that is gone).
   std::unique_ptr<Waiter> watch(const std::string& path, std::uint32_t mask, int place = -1,
                                 std::function<void()> on_close = {}, int doorbell = -1);
-  // A Waiter's instance back, its watch `wd` (if >= 0) removed.
+  // A Waiter's instance (if >= 0) back, its watch `wd` (if >= 0) removed.
   void give_back(int fd, int wd) noexcept;
 
  private:
+  void warn_out_of_instances(int error) noexcept;
+
+  Events& events_;
+  std::atomic<bool> warned_{false};
   std::mutex mu_;
   std::vector<int> idle_;  // guarded by mu_
 };
