@@ -146,12 +146,42 @@ struct Renewal {
   Status outcome;
 };
 
+// An attempt sent to the store whose answer is still to be read
+// (LockDriver::start_try_acquire).
+class PendingAttempt {
+ public:
+  virtual ~PendingAttempt() = default;
+  // The attempt's outcome, as try_acquire() would have returned it; waits
+  // for the store's answer (within op_timeout). Called at most once.
+  virtual Result<Attempt> finish() = 0;
+};
+
+// An attempt already answered: what start_try_acquire returns by default.
+class AnsweredAttempt final : public PendingAttempt {
+ public:
+  explicit AnsweredAttempt(Result<Attempt> outcome) : outcome_(std::move(outcome)) {}
+  Result<Attempt> finish() override { return std::move(outcome_); }
+
+ private:
+  Result<Attempt> outcome_;
+};
+
 class LockDriver {
  public:
   virtual ~LockDriver() = default;
 
   // One attempt to take the lock: a Grant with a fresh fencing token, or Busy.
   virtual Result<Attempt> try_acquire(const LockRequest& request) = 0;
+
+  // try_acquire in two halves, so that one thread can have attempts out on
+  // several stores at once (a quorum's round: send to every node, then
+  // read): this sends the attempt, finish() reads its answer. `request`
+  // must live until finish() has returned. A pending attempt dropped
+  // unfinished is finished by its destructor (the outcome dropped: a grant
+  // in it runs out with its lease). By default the whole attempt runs here.
+  virtual std::unique_ptr<PendingAttempt> start_try_acquire(const LockRequest& request) {
+    return std::make_unique<AnsweredAttempt>(try_acquire(request));
+  }
 
   // try_acquire for each of `requests`, in as few round trips as the store
   // allows (the async API attempts many acquisitions at once); by default

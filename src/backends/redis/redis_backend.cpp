@@ -271,6 +271,15 @@ class RedisBackend final : public Backend, public LockDriver {
     return acquired(call, reply->get(), {});
   }
 
+  // The script sent now, its reply read by finish(): a quorum's round
+  // sends to every node from one thread before it reads any answer. On one
+  // server's pool; a cluster, and wait_replicas, ask at once.
+  std::unique_ptr<PendingAttempt> start_try_acquire(const LockRequest& request) override {
+    auto* pool = dynamic_cast<Pool*>(&pool_);
+    if (!pool || config_.wait_replicas > 0) return LockDriver::start_try_acquire(request);
+    return std::make_unique<SentAttempt>(*this, *pool, request);
+  }
+
   // wait_replicas: the attempt and a WAIT behind it, on one connection (WAIT
   // counts the replicas that have this connection's writes). A grant fewer
   // replicas acknowledged is released and the attempt fails: a failover to
@@ -786,6 +795,42 @@ class RedisBackend final : public Backend, public LockDriver {
     if (reply->holder_ms) busy.holder_expires = steady::now() + milliseconds(*reply->holder_ms);
     return Attempt(busy);
   }
+
+  // An attempt start_try_acquire sent: finish() reads its reply as
+  // try_acquire() does.
+  class SentAttempt final : public PendingAttempt {
+   public:
+    SentAttempt(RedisBackend& backend, Pool& pool, const LockRequest& request)
+        : backend_(backend), pool_(pool), call_(backend.acquire_call(request)) {
+      Batch batch;
+      batch.add_eval(pool.sha(layout_of(request.kind).acquire), call_.keys.all(), call_.views());
+      pending_ = pool.start(batch, call_.sent + backend.config_.op_timeout, call_.step);
+    }
+    ~SentAttempt() override {
+      if (!finished_) (void)pool_.finish(pending_, call_.step);
+    }
+    SentAttempt(const SentAttempt&) = delete;
+    SentAttempt& operator=(const SentAttempt&) = delete;
+
+    Result<Attempt> finish() override {
+      finished_ = true;
+      Replies out = pool_.finish(pending_, call_.step);
+      const redisReply* r = out.replies.empty() ? nullptr : out.replies.front().get();
+      // The server lost its scripts (restart, SCRIPT FLUSH): nothing ran;
+      // ask again the way that loads them.
+      if (is_noscript(r)) return backend_.try_acquire(call_.request);
+      if (r && r->type == REDIS_REPLY_ERROR)
+        return backend_.acquired(call_, nullptr, to_status(nullptr, r, call_.step, call_.keys[0]));
+      return backend_.acquired(call_, r, out.failure);
+    }
+
+   private:
+    RedisBackend& backend_;
+    Pool& pool_;
+    const AcquireCall call_;
+    Pool::Pending pending_;
+    bool finished_ = false;
+  };
 
   // What releasing `request` sends: the script, its keys and arguments.
   struct ReleaseCall {
