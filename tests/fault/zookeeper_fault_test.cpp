@@ -314,6 +314,29 @@ TEST_F(ZooKeeperFault, KilledHoldersAndWaitersLeaveNoNodes) {
       << "nodes of dead clients were left behind";
 }
 
+// Where both stopped-waiter tests start: a one-member ensemble with 2 s
+// sessions, `name` held by a client of this process, and a worker that
+// waits for it once started.
+struct HeldWithShortSessions {
+  HeldWithShortSessions(const std::string& dir, const std::string& root, const std::string& name)
+      : zk(dir, 1),
+        resource(dir + "/resource", true),  // the worker's (unused here)
+        url(zk.url() + root + "?session_timeout=2s"),
+        holding(connect(url)),
+        holder(holding->mutex(name)),
+        worker_args{DLOCK_TEST_WORKER, "hold", url, name, "30000", "watchdog", dir + "/resource"} {
+    holder.lock();
+  }
+  ChildProcess waiter() const { return ChildProcess(worker_args); }
+
+  ZooKeeperEnsemble zk;
+  FencedResource resource;
+  std::string url;
+  std::shared_ptr<Client> holding;
+  Mutex holder;
+  std::vector<std::string> worker_args;
+};
+
 // Another client takes `name` while `waiter` (stopped past its session)
 // is still stopped; resumed, the waiter must not report the lock while the
 // other holds it: its lock() fails, or it gets the lock afterwards with a
@@ -342,21 +365,15 @@ void resumed_waiter_waits_its_turn(const std::string& url, const std::string& na
 // lock() then fails (the connection went with the session), or it queues
 // again and gets the lock after the other, with a greater token.
 TEST_F(ZooKeeperFault, WaiterStoppedPastItsSessionAsTheLockIsHandedToItIsNotGrantedIt) {
-  ZooKeeperEnsemble zk(dir_.path(), 1);
-  FencedResource resource(dir_.path() + "/resource", true);  // the worker's (unused here)
-  const std::string url = zk.url() + root() + "?session_timeout=2s";
-  auto holding = connect(url);
-  auto holder = holding->mutex("handed");
-  holder.lock();
-  ChildProcess waiter(
-      {DLOCK_TEST_WORKER, "hold", url, "handed", "30000", "watchdog", dir_.path() + "/resource"});
-  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/handed") == 2; }, 10s))
+  HeldWithShortSessions held(dir_.path(), root(), "handed");
+  auto waiter = held.waiter();
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(held.zk), root() + "/handed") == 2; }, 10s))
       << "the waiter never queued";
   waiter.signal(SIGSTOP);
-  holder.unlock();  // the waiter's watch fires into its stopped process
-  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/handed") == 0; }, 15s))
+  held.holder.unlock();  // the waiter's watch fires into its stopped process
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(held.zk), root() + "/handed") == 0; }, 15s))
       << "the stopped waiter's session never expired";
-  resumed_waiter_waits_its_turn(url, "handed", waiter);
+  resumed_waiter_waits_its_turn(held.url, "handed", waiter);
 }
 
 // The same two places back: the waiter watches the holder's node and, once
@@ -367,13 +384,8 @@ TEST_F(ZooKeeperFault, WaiterStoppedPastItsSessionAsTheLockIsHandedToItIsNotGran
 // (zookeeper_process, seed 3457777187: the fence refused the resumed
 // waiter's write under token 19 while another held token 41).
 TEST_F(ZooKeeperFault, WaiterStoppedTwoPlacesBackIsNotGrantedOnANewSessionsAnswer) {
-  ZooKeeperEnsemble zk(dir_.path(), 1);
-  FencedResource resource(dir_.path() + "/resource", true);  // the worker's (unused here)
-  const std::string url = zk.url() + root() + "?session_timeout=2s";
-  auto holding = connect(url);
-  auto holder = holding->mutex("handed2");
-  holder.lock();
-  auto middle_client = connect(url);
+  HeldWithShortSessions held(dir_.path(), root(), "handed2");
+  auto middle_client = connect(held.url);
   std::thread middle([&] {
     auto m = middle_client->mutex("handed2");
     if (m.try_lock_for(scaled(20s))) {
@@ -381,17 +393,16 @@ TEST_F(ZooKeeperFault, WaiterStoppedTwoPlacesBackIsNotGrantedOnANewSessionsAnswe
       m.unlock();
     }
   });
-  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/handed2") == 2; }, 10s));
-  ChildProcess waiter(
-      {DLOCK_TEST_WORKER, "hold", url, "handed2", "30000", "watchdog", dir_.path() + "/resource"});
-  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/handed2") == 3; }, 10s))
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(held.zk), root() + "/handed2") == 2; }, 10s));
+  auto waiter = held.waiter();
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(held.zk), root() + "/handed2") == 3; }, 10s))
       << "the waiter never queued";
   waiter.signal(SIGSTOP);
-  holder.unlock();  // the middle one takes it, then lets it go
+  held.holder.unlock();  // the middle one takes it, then lets it go
   middle.join();
-  ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/handed2") == 0; }, 15s))
+  ASSERT_TRUE(eventually([&] { return count_children(hosts(held.zk), root() + "/handed2") == 0; }, 15s))
       << "the stopped waiter's session never expired";
-  resumed_waiter_waits_its_turn(url, "handed2", waiter);
+  resumed_waiter_waits_its_turn(held.url, "handed2", waiter);
 }
 
 // Contenders that leave from the middle of the queue free nothing for the

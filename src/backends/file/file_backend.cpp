@@ -262,8 +262,7 @@ class FileBackend final : public Backend, public LockDriver {
     // every waiter by closing.
     const Line* line = line_of(request.kind);
     bool wake_all = line == nullptr && request.kind != LockKind::latch;
-    std::optional<PlaceInLine> first;
-    std::optional<std::uint64_t> next_candidate;
+    std::optional<std::uint64_t> ring;  // the ticket of the waiter or candidate to ring
     Status s = update_own_entry(request, grant, [&](Entry& e) {
       e = Entry{};
       if (wake_all) return Status{};
@@ -275,7 +274,7 @@ class FileBackend final : public Backend, public LockDriver {
         auto next = header ? first_in_line(state->fd, header->last_ticket + 1, now)
                            : Result<std::optional<std::uint64_t>>(header.status());
         wake_all = !unrung || *unrung || !next;
-        if (!wake_all) next_candidate = *next;
+        if (!wake_all) ring = *next;
         return Status{};
       }
       auto unqueued = range_locked(state->fd, line->unqueued(), 1);
@@ -293,16 +292,12 @@ class FileBackend final : public Backend, public LockDriver {
       }
       auto found = first_waiter(state->fd, *line, now);
       if (!found) wake_all = true;
-      else first = *found;
+      else if (*found) ring = (*found)->waiter.ticket;
       return Status{};
     });
-    if (s && first) {
+    if (s && ring) {
       auto id = file_id(state->fd);
-      wake_all = !id || !ringer_.ring(*id, first->waiter.ticket);
-    }
-    if (s && next_candidate) {
-      auto id = file_id(state->fd);
-      wake_all = !id || !ringer_.ring(*id, *next_candidate);
+      wake_all = !id || !ringer_.ring(*id, *ring);
     }
     if (!s || wake_all) {
       // Closing drops our liveness lock and wakes the waiters (IN_CLOSE_WRITE).

@@ -145,10 +145,7 @@ class Store {
       url_ = backend.name == "file" ? "file://" + dir_ : "sqlite://" + dir_ + "/locks.db";
       return;
     }
-    // (The environment as for every script verb: persistence for the AOF
-    // and quorum nodes, replicas and node timeout for the Cluster.)
-    started_ = sh(persistence() + cluster_env() + backend_.script + " start " + dir_ +
-                  (clustered() ? " " + std::to_string(members()) : ""));
+    started_ = script("start", clustered() ? std::to_string(members()) : "");
     if (!started_) return;
     std::ifstream in(dir_ + "/url");
     in >> url_;
@@ -206,7 +203,7 @@ class Store {
     const std::string t = topology();
     if (t == "sentinel") {
       const std::string old = output(backend_.script + " master " + dir_);
-      return !old.empty() && script("kill-master") && sh(backend_.script + " restart-node " + dir_ + " " + old);
+      return !old.empty() && script("kill-master") && script("restart-node", old);
     }
     if (t == "cluster") {
       const std::string old = master_of_slot();
@@ -271,7 +268,7 @@ class Store {
   }
   std::string current_leader() { return output(backend_.script + " leader " + dir_); }
   bool member_script(const std::string& verb, const std::string& member) {
-    return sh(backend_.script + " " + verb + " " + dir_ + " " + member);
+    return script(verb, member);
   }
   // start-node refuses while the killed member's pid is still there: a few tries.
   bool start_member(const std::string& member) {
@@ -312,8 +309,12 @@ class Store {
     for (int n : nodes) pid_files.push_back(dir_ + "/node" + std::to_string(n) + "/redis.pid");
     return pid_files;
   }
-  bool script(const std::string& verb) {
-    return sh(persistence() + cluster_env() + backend_.script + " " + verb + " " + dir_);
+  // A verb of the store's script on its directory (then `extra`), with the
+  // environment every verb gets: persistence for the AOF and quorum nodes,
+  // replicas and node timeout for the Cluster.
+  bool script(const std::string& verb, const std::string& extra = "") {
+    return sh(persistence() + cluster_env() + backend_.script + " " + verb + " " + dir_ +
+              (extra.empty() ? "" : " " + extra));
   }
   const NemesisBackend& backend_;
   std::string dir_, url_, slot_;
