@@ -1,5 +1,7 @@
 #include "core/async_acquirer.h"
 
+#include "core/thread_name.h"
+
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
@@ -82,7 +84,10 @@ struct AsyncAcquirer::Shared {
 AsyncAcquirer::AsyncAcquirer(LockDriver& driver, const ClientOptions& options, std::atomic<std::uint64_t>& wakeups,
                              std::atomic<std::uint64_t>& waits)
     : shared_(std::make_shared<Shared>(driver, options, wakeups, waits)),
-      thread_([shared = shared_] { run(shared); }) {}
+      thread_([shared = shared_] {
+        name_this_thread("dlock-async");
+        run(shared);
+      }) {}
 
 AsyncAcquirer::~AsyncAcquirer() {
   {

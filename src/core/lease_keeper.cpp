@@ -1,5 +1,7 @@
 #include "core/lease_keeper.h"
 
+#include "core/thread_name.h"
+
 #include <algorithm>
 
 namespace dlock::detail {
@@ -26,7 +28,10 @@ std::chrono::milliseconds early_by(const Hold& h) {
 
 }  // namespace
 
-LeaseKeeper::LeaseKeeper(LockDriver& driver) : driver_(driver), thread_([this] { run(); }) {}
+LeaseKeeper::LeaseKeeper(LockDriver& driver) : driver_(driver), thread_([this] {
+      name_this_thread("dlock-keeper");
+      run();
+    }) {}
 
 LeaseKeeper::~LeaseKeeper() {
   {

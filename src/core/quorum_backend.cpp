@@ -1,6 +1,7 @@
 #include "core/quorum_backend.h"
 
 #include "core/client_state.h"
+#include "core/thread_name.h"
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -33,7 +34,11 @@ constexpr milliseconds no_barging_bound = std::chrono::hours(1);
 // posted (so a release is on its way before the same client's next attempt).
 class NodeWorker {
  public:
-  NodeWorker() : thread_([this] { run(); }) {}
+  NodeWorker()
+      : thread_([this] {
+          name_this_thread("dlock-quorum");
+          run();
+        }) {}
   ~NodeWorker() {
     {
       std::lock_guard lk(mu_);

@@ -351,6 +351,21 @@ TEST(FileElection, WaitingObserversDoNotWakeEachOther) {
   leader.resign();
 }
 
+// The threads a client starts say whose they are (top -H, gdb, /proc).
+TEST(FileThreads, TheClientsThreadsAreNamedDlock) {
+  TempDir dir;
+  auto c = dlock::connect("file://" + dir.path() + "/locks");
+  auto held = c->mutex("named");
+  held.lock();  // a watchdog lease: the lease keeper runs
+  auto other = c->mutex("named-async");
+  Hold hold = other.async_lock().get();  // the async API's thread runs
+  const std::string names = thread_names();
+  EXPECT_NE(names.find("dlock-keeper"), std::string::npos) << names;
+  EXPECT_NE(names.find("dlock-async"), std::string::npos) << names;
+  hold.unlock();
+  held.unlock();
+}
+
 // What `dlock status` shows: every kind held on file://, one line per
 // holder, and nothing once they are given back.
 TEST(FileStatus, ListsEveryKindHeld) {

@@ -55,10 +55,13 @@ bool eventually(F done, std::chrono::milliseconds limit) {
 std::string shell_output(const std::string& command);
 
 // Threads of this process (entries of /proc/self/task), less gRPC's
-// process-wide pools (its timer threads and its two executors): those are
-// the process's (every gRPC channel shares them, an etcd:// client's
-// included), grow under load and are stopped by gRPC only when the
-// process's last channel goes.
+// process-wide pools (its timer threads, executors and event engine):
+// those are the process's (every gRPC channel shares them, an etcd://
+// client's included), grow under load and are stopped by gRPC only when
+// the process's last channel goes. Where those run, threads without a
+// name of their own are left out too (the main thread aside): gRPC's
+// helpers may be among them, and dlock's own threads are all named
+// "dlock-…".
 int thread_count();
 
 // The names of all of this process's threads, gRPC's included, for a

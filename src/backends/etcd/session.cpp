@@ -1,6 +1,7 @@
 #include "backends/etcd/session.h"
 
 #include "backends/etcd/errors.h"
+#include "core/thread_name.h"
 
 #include <algorithm>
 #include <limits>
@@ -124,7 +125,10 @@ Status Session::start() {
   }
   if (auto granted = lease(deadline, "granting the client's lease at " + config_.redacted_url); !granted)
     return granted.status();
-  keeper_ = std::thread([this] { keep_alive(); });
+  keeper_ = std::thread([this] {
+    name_this_thread("dlock-etcd-keep");
+    keep_alive();
+  });
   return {};
 }
 
@@ -348,6 +352,7 @@ void Session::keep_alive() {
     std::mutex sent_mu;
     std::deque<std::pair<std::int64_t, steady::time_point>> sent;  // guarded by sent_mu
     std::thread reader([&] {
+      name_this_thread("dlock-etcd-ka");
       pb::LeaseKeepAliveResponse response;
       while (stream->Read(&response)) {
         steady::time_point sent_at;
@@ -460,7 +465,10 @@ Result<std::int64_t> Session::open_watch(const std::string& key, const std::stri
     watch_context_ = std::make_shared<grpc::ClientContext>();
     prepare(*watch_context_, steady::time_point::max());
     watch_stream_ = watch_[current()]->Watch(watch_context_.get());
-    watch_readers_.emplace_back([this, c = watch_context_, s = watch_stream_] { read_watches(c, s); });
+    watch_readers_.emplace_back([this, c = watch_context_, s = watch_stream_] {
+      name_this_thread("dlock-etcd-wch");
+      read_watches(c, s);
+    });
   }
   const std::int64_t id = next_watch_id_++;
   pb::WatchRequest request;

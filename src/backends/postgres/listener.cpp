@@ -1,6 +1,7 @@
 #include "backends/postgres/listener.h"
 
 #include "core/owner_id.h"
+#include "core/thread_name.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -18,7 +19,10 @@ Result<std::shared_ptr<Listener>> Listener::start(ConnectInfo info, std::unique_
   auto listener = std::shared_ptr<Listener>(
       new Listener(std::move(info), std::move(*address), std::move(mailbox), events, op_timeout, stop_fd));
   if (Status s = listener->listen(*conn, steady::now() + op_timeout); !s) return s;
-  listener->thread_ = std::jthread([raw = listener.get(), c = std::move(conn)]() mutable { raw->run(std::move(c)); });
+  listener->thread_ = std::jthread([raw = listener.get(), c = std::move(conn)]() mutable {
+    name_this_thread("dlock-pg-listen");
+    raw->run(std::move(c));
+  });
   return listener;
 }
 

@@ -2,6 +2,7 @@
 
 #include "backends/redis/errors.h"
 #include "backends/redis/replies.h"
+#include "core/thread_name.h"
 
 #include <hiredis.h>
 
@@ -407,7 +408,10 @@ void ClusterRouter::send(const Batch& batch, steady::time_point deadline, std::f
   if (stopping_) return;
   auto& until = unread_[&to];
   until = std::max(until, deadline);
-  if (!bg_thread_.joinable()) bg_thread_ = std::thread([this] { run_background(); });
+  if (!bg_thread_.joinable()) bg_thread_ = std::thread([this] {
+      name_this_thread("dlock-cluster");
+      run_background();
+    });
   bg_cv_.notify_all();
 }
 

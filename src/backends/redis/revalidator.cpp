@@ -1,10 +1,15 @@
 #include "backends/redis/revalidator.h"
 
+#include "core/thread_name.h"
+
 #include <chrono>
 
 namespace dlock::detail::redis {
 
-Revalidator::Revalidator(Check check) : check_(std::move(check)), thread_([this] { run(); }) {}
+Revalidator::Revalidator(Check check) : check_(std::move(check)), thread_([this] {
+      name_this_thread("dlock-revalid");
+      run();
+    }) {}
 
 Revalidator::~Revalidator() { stop(); }
 

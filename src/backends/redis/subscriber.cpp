@@ -2,6 +2,7 @@
 
 #include "backends/redis/errors.h"
 #include "backends/redis/replies.h"
+#include "core/thread_name.h"
 
 #include <hiredis.h>
 #include <poll.h>
@@ -93,7 +94,10 @@ Status Subscriber::start(steady::time_point deadline) {
   if (stop_fd_ < 0 || kick_fd_ < 0) return Status(errc::internal, "redis backend: eventfd failed");
   if (!owners_)
     if (Status s = subscribe(deadline); !s) return s;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("dlock-redis-sub");
+    run();
+  });
   return {};
 }
 

@@ -1,6 +1,7 @@
 #include "backends/sqlite/pipe_wakeups.h"
 
 #include "core/owner_id.h"
+#include "core/thread_name.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -57,7 +58,10 @@ Result<std::shared_ptr<PipeWakeups>> PipeWakeups::open(const std::string& databa
     return s;
   }
   auto wakeups = std::shared_ptr<PipeWakeups>(new PipeWakeups(dir, *address, std::move(mailbox), pipe_fd, stop_fd));
-  wakeups->reader_ = std::jthread([raw = wakeups.get()] { raw->read_loop(); });
+  wakeups->reader_ = std::jthread([raw = wakeups.get()] {
+    name_this_thread("dlock-sqlite-rd");
+    raw->read_loop();
+  });
   return wakeups;
 }
 

@@ -2,6 +2,7 @@
 
 #include "backends/zookeeper/errors.h"
 #include "core/owner_id.h"
+#include "core/thread_name.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -203,7 +204,10 @@ Status Session::start() {
                       std::to_string(negotiated_.count()) + " ms (its maxSessionTimeout); ask for less");
   events_.clear();
   lk.unlock();
-  monitor_ = std::thread([this] { monitor(); });
+  monitor_ = std::thread([this] {
+    name_this_thread("dlock-zk-mon");
+    monitor();
+  });
   return {};
 }
 
