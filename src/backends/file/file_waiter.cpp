@@ -9,9 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 #include <string>
-#include <vector>
 
 namespace dlock::detail::file {
 namespace {
@@ -20,19 +18,6 @@ static_assert(wake_on_release == IN_CLOSE_WRITE && wake_on_write == IN_MODIFY &&
               wake_on_change == (IN_CLOSE_WRITE | IN_MODIFY));
 
 constexpr std::size_t max_idle_instances = 16;
-
-// Idle instances, shared by every client of the process: however many
-// clients it opens, a process keeps at most max_idle_instances of the
-// user's few (see Watches), and none once its last client has gone.
-struct IdleInstances {
-  std::mutex mu;
-  std::vector<int> fds;  // guarded by mu
-  std::size_t users = 0;  // guarded by mu: Watches alive
-};
-IdleInstances& idle_instances() {
-  static auto* idle = new IdleInstances;  // never destroyed: a client may go after static destruction
-  return *idle;
-}
 
 class FileWaiter final : public Waiter {
  public:
@@ -81,29 +66,18 @@ class FileWaiter final : public Waiter {
 
 }  // namespace
 
-Watches::Watches(Events& events) : events_(events) {
-  IdleInstances& idle = idle_instances();
-  std::lock_guard lk(idle.mu);
-  ++idle.users;
-}
-
 Watches::~Watches() {
-  IdleInstances& idle = idle_instances();
-  std::lock_guard lk(idle.mu);
-  if (--idle.users > 0) return;
-  for (int fd : idle.fds) ::close(fd);
-  idle.fds.clear();
+  for (int fd : idle_) ::close(fd);
 }
 
 std::unique_ptr<Waiter> Watches::watch(const std::string& path, std::uint32_t mask, int place,
                                        std::function<void()> on_close, int doorbell) {
   int fd = -1;
   {
-    IdleInstances& idle = idle_instances();
-    std::lock_guard lk(idle.mu);
-    if (!idle.fds.empty()) {
-      fd = idle.fds.back();
-      idle.fds.pop_back();
+    std::lock_guard lk(mu_);
+    if (!idle_.empty()) {
+      fd = idle_.back();
+      idle_.pop_back();
     }
   }
   if (fd < 0) {
@@ -129,11 +103,10 @@ void Watches::give_back(int fd, int wd) noexcept {
   if (wd >= 0) (void)::inotify_rm_watch(fd, wd);
   FileWaiter::drain(fd);
   {
-    IdleInstances& idle = idle_instances();
-    std::lock_guard lk(idle.mu);
-    if (idle.fds.size() < max_idle_instances) {
+    std::lock_guard lk(mu_);
+    if (idle_.size() < max_idle_instances) {
       try {
-        idle.fds.push_back(fd);
+        idle_.push_back(fd);
         return;
       } catch (...) {
       }

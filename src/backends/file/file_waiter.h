@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace dlock::detail::file {
 
@@ -23,9 +25,7 @@ inline constexpr std::uint32_t wake_on_release = 0x00000008;              // IN_
 inline constexpr std::uint32_t wake_on_write = 0x00000002;                // IN_MODIFY
 inline constexpr std::uint32_t wake_on_change = 0x00000008 | 0x00000002;  // IN_CLOSE_WRITE | IN_MODIFY
 
-// The inotify instances a backend's Waiters use, kept for reuse (by every
-// client of the process: at most 16 idle per process, closed with its last
-// client). Closing an
+// The inotify instances a backend's Waiters use, kept for reuse. Closing an
 // instance that watched a file waits for a grace period of the kernel's
 // (about 10 ms), which a waiter that has just got its lock would pay before
 // returning; removing the watch and keeping the instance costs nothing.
@@ -38,7 +38,7 @@ inline constexpr std::uint32_t wake_on_change = 0x00000008 | 0x00000002;  // IN_
 // happens the client logs a warning that says which limit to raise.
 class Watches {
  public:
-  explicit Watches(Events& events);
+  explicit Watches(Events& events) : events_(events) {}
   ~Watches();
   Watches(const Watches&) = delete;
   Watches& operator=(const Watches&) = delete;
@@ -60,6 +60,8 @@ class Watches {
 
   Events& events_;
   std::atomic<bool> warned_{false};
+  std::mutex mu_;
+  std::vector<int> idle_;  // guarded by mu_
 };
 
 }  // namespace dlock::detail::file
