@@ -297,7 +297,19 @@ TEST_P(AsyncConformance, DestroyingTheClientEndsWhatIsPending) {
   auto holding = client();
   auto holder = holding->mutex(lock_name(), in_order);
   holder.lock();
-  const int threads_before = thread_count();
+  // The holding client's threads may still be starting (a loaded,
+  // instrumented run schedules them late; one starts another): count them
+  // once their number holds still.
+  int threads_before = thread_count();
+  EXPECT_TRUE(eventually(
+      [&] {
+        std::this_thread::sleep_for(scaled(100ms));
+        const int now = thread_count();
+        const bool still = now == threads_before;
+        threads_before = now;
+        return still;
+      },
+      5s));
   const auto names_before = thread_names();
   auto c = client();
   std::atomic<bool> gone{false};
