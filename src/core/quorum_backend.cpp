@@ -76,11 +76,23 @@ class NodeWorker {
     work_.notify_one();  // something may have been queued meanwhile
   }
 
+  // unclaim() when it goes, whatever happened meanwhile.
+  class Claimed {
+   public:
+    explicit Claimed(NodeWorker& worker) : worker_(worker) {}
+    ~Claimed() { worker_.unclaim(); }
+    Claimed(const Claimed&) = delete;
+    Claimed& operator=(const Claimed&) = delete;
+
+   private:
+    NodeWorker& worker_;
+  };
+
   // Runs `task` on the calling thread instead, if it can claim the node.
   bool run_here(const std::function<void()>& task) {
     if (!claim()) return false;
+    Claimed claimed(*this);
     task();
-    unclaim();
     return true;
   }
 
@@ -566,7 +578,14 @@ class QuorumBackend final : public Backend, public LockDriver {
       std::function<std::function<T()>(Node&, Backend&)> start = {}) {
     auto round = std::make_shared<Round<T>>(nodes_.size());
     if (which.empty()) return std::move(round->answers);
-    std::vector<std::pair<std::size_t, std::function<T()>>> sent;
+    // Nodes asked from here: the claim is given back once the answer is
+    // read (or, if reading throws, as the list goes).
+    struct Sent {
+      std::size_t node;
+      std::function<T()> finish;
+      std::unique_ptr<NodeWorker::Claimed> claimed;
+    };
+    std::vector<Sent> sent;
     // Without `start`, the calling thread asks one node itself (after
     // handing the others to their workers): one thread switch less per round.
     std::function<void()> here;
@@ -575,7 +594,8 @@ class QuorumBackend final : public Backend, public LockDriver {
       if (start && node.bounded) {
         Backend* b = node.backend.load();
         if (b && node.worker.claim()) {
-          sent.emplace_back(i, start(node, *b));
+          auto claimed = std::make_unique<NodeWorker::Claimed>(node.worker);
+          sent.push_back(Sent{i, start(node, *b), std::move(claimed)});
           continue;
         }
       }
@@ -602,11 +622,11 @@ class QuorumBackend final : public Backend, public LockDriver {
       else node.worker.post(std::move(task));
     }
     if (here && !nodes_[which.back()].worker.run_here(here)) nodes_[which.back()].worker.post(std::move(here));
-    for (auto& [i, finish] : sent) {
-      T answer = finish();  // within the node's op_timeout: it is bounded
-      nodes_[i].worker.unclaim();
+    for (Sent& s : sent) {
+      T answer = s.finish();  // within the node's op_timeout: it is bounded
+      s.claimed.reset();
       std::lock_guard lk(round->mu);
-      round->answers[i] = std::move(answer);
+      round->answers[s.node] = std::move(answer);
       ++round->answered;
     }
     std::unique_lock lk(round->mu);

@@ -8,14 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <thread>
-#include <utility>
 #include <vector>
 
 namespace dlock::test {
@@ -142,22 +140,9 @@ std::vector<std::string> thread_names_with_grpc() {
 }  // namespace
 
 int thread_count() {
-  const auto names = thread_names_with_grpc();
-  // Where gRPC runs, a thread with no name of its own (the process's, as
-  // the main thread has) may be one of its helpers too (seen: one such
-  // thread outlived an etcd:// client by more than 5 s under load, twice).
-  // dlock names every thread it starts ("dlock-…"): those always count.
-  std::ifstream comm("/proc/self/comm");
-  std::string process;
-  std::getline(comm, process);
-  const bool grpc = std::any_of(names.begin(), names.end(), grpc_pool_thread);
   int n = 0;
-  bool main_seen = false;
-  for (const auto& name : names) {
-    if (grpc_pool_thread(name)) continue;
-    if (grpc && name == process && std::exchange(main_seen, true)) continue;
-    ++n;
-  }
+  for (const auto& name : thread_names_with_grpc())
+    if (!grpc_pool_thread(name)) ++n;
   return n;
 }
 

@@ -58,10 +58,7 @@ std::string shell_output(const std::string& command);
 // process-wide pools (its timer threads, executors and event engine):
 // those are the process's (every gRPC channel shares them, an etcd://
 // client's included), grow under load and are stopped by gRPC only when
-// the process's last channel goes. Where those run, threads without a
-// name of their own are left out too (the main thread aside): gRPC's
-// helpers may be among them, and dlock's own threads are all named
-// "dlock-…".
+// the process's last channel goes.
 int thread_count();
 
 // The names of all of this process's threads, gRPC's included, for a

@@ -333,11 +333,7 @@ class RedisBackend final : public Backend, public LockDriver {
     out.reserve(requests.size());
     for (std::size_t i = 0; i < calls.size(); ++i) {
       const redisReply* r = i < replies.replies.size() ? replies.replies[i].get() : nullptr;
-      if (!r) out.push_back(acquired(calls[i], nullptr, replies.failure));
-      else if (is_noscript(r)) out.push_back(try_acquire(*requests[i]));
-      else if (r->type == REDIS_REPLY_ERROR)
-        out.push_back(acquired(calls[i], nullptr, to_status(nullptr, r, calls[i].step, calls[i].keys[0])));
-      else out.push_back(acquired(calls[i], r, {}));
+      out.push_back(outcome_of(calls[i], r, replies.failure));
     }
     return out;
   }
@@ -796,6 +792,16 @@ class RedisBackend final : public Backend, public LockDriver {
     return Attempt(busy);
   }
 
+  // The outcome of an attempt sent in a batch, from its reply `r` (nullptr:
+  // `failure`). NOSCRIPT: the server lost its scripts (restart, SCRIPT
+  // FLUSH) and nothing ran; it asks again the way that loads them.
+  Result<Attempt> outcome_of(const AcquireCall& call, const redisReply* r, const Status& failure) {
+    if (is_noscript(r)) return try_acquire(call.request);
+    if (r && r->type == REDIS_REPLY_ERROR)
+      return acquired(call, nullptr, to_status(nullptr, r, call.step, call.keys[0]));
+    return acquired(call, r, failure);
+  }
+
   // An attempt start_try_acquire sent: finish() reads its reply as
   // try_acquire() does.
   class SentAttempt final : public PendingAttempt {
@@ -815,13 +821,7 @@ class RedisBackend final : public Backend, public LockDriver {
     Result<Attempt> finish() override {
       finished_ = true;
       Replies out = pool_.finish(pending_, call_.step);
-      const redisReply* r = out.replies.empty() ? nullptr : out.replies.front().get();
-      // The server lost its scripts (restart, SCRIPT FLUSH): nothing ran;
-      // ask again the way that loads them.
-      if (is_noscript(r)) return backend_.try_acquire(call_.request);
-      if (r && r->type == REDIS_REPLY_ERROR)
-        return backend_.acquired(call_, nullptr, to_status(nullptr, r, call_.step, call_.keys[0]));
-      return backend_.acquired(call_, r, out.failure);
+      return backend_.outcome_of(call_, out.replies.empty() ? nullptr : out.replies.front().get(), out.failure);
     }
 
    private:
