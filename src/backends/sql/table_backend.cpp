@@ -25,7 +25,7 @@
 //
 // Without wake-ups (MySQL has no NOTIFY) a waiter polls, and each attempt
 // refreshes its queue entry, so the order above still holds; the pause
-// before its next attempt grows with its wait (poll_pause).
+// before its next attempt depends on its place in the queue (poll_pause).
 //
 // Where the database has no RETURNING, the rows a statement would return
 // are read by a stand-in statement in the same batch (run, Dialect::stand_in).
@@ -150,6 +150,29 @@ Decision decide(const LockRequest& request, const std::vector<Row>& holders, con
   return d;
 }
 
+// Where `request`'s owner stands in the queue: the waiters before it that
+// it lets go first (for a reader: the writers), how long the first of them
+// and it have waited.
+struct Line {
+  std::int64_t ahead = 0;
+  std::int64_t first_waited = 0;
+  std::int64_t waited = 0;
+};
+
+Line line_of(const LockRequest& request, const std::vector<Row>& queue) {
+  const bool reader = place_of(request.kind).mode == "r";
+  Line line;
+  for (const Row& w : queue) {
+    if (w.owner == request.owner) {
+      line.waited = w.a;
+      break;
+    }
+    if (reader && w.mode != "w") continue;
+    if (line.ahead++ == 0) line.first_waited = w.a;
+  }
+  return line;
+}
+
 Status unexpected(std::string_view step) {
   return Status(errc::internal, "sql backend: " + std::string(step) + ": unexpected reply shape");
 }
@@ -209,6 +232,10 @@ class TableBackend final : public Backend,
 
   Status validate_name(std::string_view) const override { return {}; }
   bool supports_fair() const override { return true; }
+  // A caller that may wait enters the mailbox before its first attempt, so
+  // that attempt queues it if the lock is taken (no second attempt to
+  // queue, and no release in between to miss).
+  bool waits_in_queue() const override { return true; }
   bool supports_shared() const override { return true; }
   bool supports_downgrade() const override { return true; }
   bool supports_election() const override { return true; }
@@ -234,6 +261,26 @@ class TableBackend final : public Backend,
     const std::int64_t permits = request.kind == LockKind::permit ? request.permits : 0;
     auto conn = connection(step);
     if (!conn) return conn.status();
+    const WakeTarget target{request.owner, std::string(place.kind), request.name};
+    auto slot = mailbox_->find(target);
+
+    // A queued waiter's poll reads first, without locking: while the lock is
+    // visibly not its to take and its entry is fresh, that is the whole
+    // attempt, and the fence row stays free for the holder's release and
+    // the first in line. The first two in line skip the read: their next
+    // attempt is likely the handoff, which the read would only delay.
+    if (slot && !wakeups_ && slot->is_queued() && !slot->is_near_front()) {
+      const Call peek[] = {{Stmt::holders, {request.name, place.kind}}, {Stmt::waiters, {request.name, place.kind}}};
+      auto seen = run(**conn, peek);
+      if (!seen) return seen.status();
+      const std::vector<Row> queue = live_rows((*seen)[1]);
+      const auto mine = std::find_if(queue.begin(), queue.end(), [&](const Row& w) { return w.owner == request.owner; });
+      const Decision d = decide(request, live_rows((*seen)[0]), queue);
+      if (!d.grant && mine != queue.end() && mine->left > ms(config_.waiter_ttl) / 2) {
+        slot->set_queued(true, line_of(request, queue).ahead <= 1);
+        return busy(request, d, queue);
+      }
+    }
 
     const Call look[] = {{Stmt::begin},
                          {Stmt::lock_fence, {request.name, place.kind, permits}},
@@ -253,25 +300,19 @@ class TableBackend final : public Backend,
                                         " permits, but the store has it with " + std::to_string(stored_permits) +
                                         " (every handle of one name must declare the same count)"));
 
-    const WakeTarget target{request.owner, std::string(place.kind), request.name};
-    auto slot = mailbox_->find(target);
     const Decision d = decide(request, holders, queue);
     if (!d.grant) {
       const std::string wake = wakeups_ ? wakeups_->address() : std::string();  // none: the waiter polls
-      std::vector<Call> busy;
+      std::vector<Call> writes;
       if (slot)
-        busy.push_back({Stmt::enqueue, {request.name, place.kind, request.owner, place.mode,
+        writes.push_back({Stmt::enqueue, {request.name, place.kind, request.owner, place.mode,
                                          ms(config_.waiter_ttl), wake, ms(request.lease), request.data,
                                          config_.holder_info}});
-      busy.push_back({Stmt::commit});
-      auto done = run(**conn, busy);
+      writes.push_back({Stmt::commit});
+      auto done = run(**conn, writes);
       if (!done) return done.status();
-      if (slot) slot->set_queued(true);
-      Busy b;
-      if (d.retry_in != milliseconds::max()) b.holder_expires = steady::now() + d.retry_in;
-      if (slot && !wakeups_)
-        b.holder_expires = std::min(b.holder_expires, steady::now() + poll_pause(request, queue));
-      return Attempt(b);
+      if (slot) slot->set_queued(true, line_of(request, queue).ahead <= 1);
+      return slot ? busy(request, d, queue) : Attempt(busy_until(d));
     }
 
     const std::int64_t token = fence.integer(0, 0) + 1;
@@ -592,17 +633,40 @@ class TableBackend final : public Backend,
   }
 
  private:
-  // Without wake-ups a waiter polls: its next attempt comes after a pause
-  // that grows with how long it has been queued, from 1 ms to max_backoff,
-  // with jitter so that waiters do not retry in step. The first in line
-  // (whose attempt is the handoff) grows its pause eight times slower.
+  // Busy until the holder's lease ends (if known).
+  static Busy busy_until(const Decision& d) {
+    Busy b;
+    if (d.retry_in != milliseconds::max()) b.holder_expires = steady::now() + d.retry_in;
+    return b;
+  }
+
+  // A queued waiter's busy attempt: it polls again after poll_pause if no
+  // wake-up will come.
+  Attempt busy(const LockRequest& request, const Decision& d, const std::vector<Row>& queue) const {
+    Busy b = busy_until(d);
+    if (!wakeups_) b.holder_expires = std::min(b.holder_expires, steady::now() + poll_pause(request, queue));
+    return Attempt(b);
+  }
+
+  // Without wake-ups a waiter polls. The first in line polls often: its
+  // next attempt is the handoff; its pause grows with its wait (1/16 of
+  // it, from 1 ms up to max_backoff), so a long-held lock is not polled
+  // hard. A waiter further back must be awake again by the time it is
+  // first, or the lock stays free while it sleeps and the others let it go
+  // first: entries went in about one handoff apart, so it sleeps through
+  // at most half of the handoffs still before it (at least 1 ms a place,
+  // so that waiters that came in together do not all poll at once).
   milliseconds poll_pause(const LockRequest& request, const std::vector<Row>& queue) const {
-    std::int64_t waited = 0;
-    bool first = !queue.empty() && queue.front().owner == request.owner;
-    for (const Row& w : queue)
-      if (w.owner == request.owner) waited = w.a;
+    const Line line = line_of(request, queue);
+    const std::int64_t turns =
+        request.kind == LockKind::permit ? line.ahead / std::max<std::int64_t>(request.permits, 1) : line.ahead;
+    std::int64_t longest = line.waited / 16;
+    if (turns > 0) {
+      const std::int64_t per_handoff = std::max<std::int64_t>(line.first_waited - line.waited, 0) / line.ahead;
+      longest = std::max(per_handoff * turns / 2, turns);
+    }
     const std::int64_t cap = std::max<std::int64_t>(ms(config_.max_backoff), 1);
-    const auto longest = std::clamp<std::int64_t>(first ? waited / 16 : waited / 2, 1, cap);
+    longest = std::clamp<std::int64_t>(longest, 1, cap);
     Backoff pause{milliseconds(longest), milliseconds(longest)};
     return std::chrono::ceil<milliseconds>(pause.next());
   }

@@ -42,14 +42,17 @@ class Mailbox {
     bool woken = false;   // guarded by mu
     bool queued = false;   // guarded by mu: an attempt put its entry in the queue
     bool granted = false;  // guarded by mu: an attempt got the lock
+    bool near_front = false;  // guarded by mu: the last attempt found at most one waiter before it
 
-    void set_queued(bool now) {
+    void set_queued(bool now, bool at_most_one_before = false) {
       std::lock_guard lk(mu);
       queued = now;
+      near_front = now && at_most_one_before;
     }
     void set_granted() {
       std::lock_guard lk(mu);
       queued = false;
+      near_front = false;
       granted = true;
     }
     bool is_granted() {
@@ -59,6 +62,10 @@ class Mailbox {
     bool is_queued() {
       std::lock_guard lk(mu);
       return queued;
+    }
+    bool is_near_front() {
+      std::lock_guard lk(mu);
+      return near_front;
     }
   };
 
