@@ -276,9 +276,16 @@ class TableBackend final : public Backend,
       const std::vector<Row> queue = live_rows((*seen)[1]);
       const auto mine = std::find_if(queue.begin(), queue.end(), [&](const Row& w) { return w.owner == request.owner; });
       const Decision d = decide(request, live_rows((*seen)[0]), queue);
-      if (!d.grant && mine != queue.end() && mine->left > ms(config_.waiter_ttl) / 2) {
+      const std::int64_t spare = mine == queue.end() ? 0 : mine->left - ms(config_.waiter_ttl) / 2;
+      if (!d.grant && spare > 0) {
         slot->set_queued(true, line_of(request, queue).ahead <= 1);
-        return busy(request, d, queue);
+        // The entry was not refreshed: the next attempt comes while it
+        // still has half its time to live (which covers that attempt's own
+        // delays), however long the pause would be.
+        Attempt b = busy(request, d, queue);
+        auto& until = std::get<Busy>(b).holder_expires;
+        until = std::min(until, steady::now() + milliseconds(spare));
+        return b;
       }
     }
 

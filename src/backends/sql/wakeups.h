@@ -44,9 +44,11 @@ class Mailbox {
     bool granted = false;  // guarded by mu: an attempt got the lock
     bool near_front = false;  // guarded by mu: the last attempt found at most one waiter before it
 
+    // Queued again after a grant (one given back as stale): not granted.
     void set_queued(bool now, bool at_most_one_before = false) {
       std::lock_guard lk(mu);
       queued = now;
+      if (now) granted = false;
       near_front = now && at_most_one_before;
     }
     void set_granted() {
