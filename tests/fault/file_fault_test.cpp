@@ -10,6 +10,7 @@
 #include <dlock/dlock.h>
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
@@ -24,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -126,6 +128,54 @@ TEST_P(FileFault, AStoppedHolderLosesItsShareAtItsLeaseAndIsFencedOff) {
   third.give_back();
 }
 
+// Whether every thread of process `pid` is stopped (state T in /proc): a
+// SIGSTOP reaches each thread on its own, soon after kill() returns.
+bool all_threads_stopped(pid_t pid) {
+  std::error_code error;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::size_t threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    std::ifstream in(task.path() / "stat");
+    const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto end_of_name = stat.rfind(')');  // the name may hold spaces and parentheses
+    if (end_of_name == std::string::npos || end_of_name + 2 >= stat.size() || stat[end_of_name + 2] != 'T')
+      return false;
+    ++threads;
+  }
+  return !error && threads > 0;
+}
+
+// Whether some open file description holds byte 0 of `file`: the guard a
+// process holds for the microseconds in which it reads or rewrites it.
+bool guard_held(const std::string& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct flock probe {};
+  probe.l_type = F_WRLCK;
+  probe.l_whence = SEEK_SET;
+  probe.l_start = 0;
+  probe.l_len = 1;
+  const bool held = ::fcntl(fd, F_OFD_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+  ::close(fd);
+  return held;
+}
+
+// Stops `child` at a moment it is outside the guard of `lock_file`. Stopped
+// inside it, it would hold every other process up until their op_timeout
+// (by design: it is then a writer stopped half way), which is not what the
+// tests that stop a waiter are about; a waiter enters the guard at every
+// retry, so a stop at a random moment sometimes lands there.
+bool stop_outside_the_guard(ChildProcess& child, const std::string& lock_file) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    child.signal(SIGSTOP);
+    if (!eventually([&] { return all_threads_stopped(child.pid()); }, 5s)) return false;
+    if (!guard_held(lock_file)) return true;
+    child.signal(SIGCONT);
+    std::this_thread::sleep_for(1ms);
+  }
+  return false;
+}
+
 // A waiter that is stopped keeps its byte locks (the kernel drops them only
 // when it dies) but not its hold on others: a writer waiting holds later
 // readers back, and a candidate in line holds back those behind it, only
@@ -133,6 +183,8 @@ TEST_P(FileFault, AStoppedHolderLosesItsShareAtItsLeaseAndIsFencedOff) {
 class StoppedWaiter : public ::testing::Test {
  protected:
   std::string url() const { return "file://" + dir_.path() + "/locks"; }
+  // The file of a primitive (its name needs no escaping) in the lock dir.
+  std::string lock_file(const std::string& file_name) const { return dir_.path() + "/locks/" + file_name; }
   std::unique_ptr<ChildProcess> waiting(const std::string& name, const std::string& kind) const {
     return std::make_unique<ChildProcess>(std::vector<std::string>{
         DLOCK_TEST_WORKER, "hold", url(), name, "30000", "watchdog", dir_.path() + "/resource", kind});
@@ -155,7 +207,7 @@ TEST_F(StoppedWaiter, AStoppedWaitingWriterStopsHoldingReadersBack) {
       },
       scaled(5s)))
       << "the waiting writer never held a later reader back";
-  writer->signal(SIGSTOP);
+  ASSERT_TRUE(stop_outside_the_guard(*writer, lock_file("rw.rw")));
   const auto stopped = steady::now();
   ASSERT_TRUE(late.try_lock_shared_for(scaled(10s))) << "a stopped waiting writer kept readers out for good";
   EXPECT_GE(steady::now() - stopped, 1s) << "readers got past a writer that was still waiting";
@@ -172,7 +224,7 @@ TEST_F(StoppedWaiter, AStoppedCandidateInLineStopsHoldingTheNextBack) {
   leader.campaign("first");
   auto queued = waiting("jobs", "leader");
   std::this_thread::sleep_for(scaled(500ms));  // it waits in line
-  queued->signal(SIGSTOP);
+  ASSERT_TRUE(stop_outside_the_guard(*queued, lock_file("jobs.elect")));
   leader.resign();
   // First in line now, but stopped: it does not lead, and once its place
   // lapses the next candidate does.
@@ -243,7 +295,8 @@ TEST_F(MutexLine, AKilledWaiterDoesNotHoldUpTheNextHandoff) {
 }
 
 TEST_F(MutexLine, AStoppedWaiterFirstInLineStopsHoldingTheNextBack) {
-  const auto after_us = next_gets_it_after_us([&] { first_->signal(SIGSTOP); });
+  const auto after_us =
+      next_gets_it_after_us([&] { EXPECT_TRUE(stop_outside_the_guard(*first_, lock_file("m.lock"))); });
   ASSERT_GE(after_us, 0) << "a stopped waiter first in line kept everyone behind it out";
   // It has waited past max_barging_wait: the lock is its own until its place
   // lapses (it renewed it at most 500 ms before it was stopped).
@@ -554,7 +607,7 @@ TEST_F(StoppedWaiter, ASemaphoreWaiterInLineHonoursItsMaxBargingWait) {
                          "permit", std::to_string(bound_ms)});
     ASSERT_TRUE(eventually([&] { return a_doorbell_is_up(dir_.path() + "/locks"); }, 10s))
         << "the waiter never got in line";
-    waiter.signal(SIGSTOP);
+    ASSERT_TRUE(stop_outside_the_guard(waiter, lock_file(name + ".permits")));
     held.release();
     const bool retaken = held.try_acquire();
     if (bound_ms == 0)
