@@ -25,7 +25,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -128,23 +127,6 @@ TEST_P(FileFault, AStoppedHolderLosesItsShareAtItsLeaseAndIsFencedOff) {
   third.give_back();
 }
 
-// Whether every thread of process `pid` is stopped (state T in /proc): a
-// SIGSTOP reaches each thread on its own, soon after kill() returns.
-bool all_threads_stopped(pid_t pid) {
-  std::error_code error;
-  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
-  std::size_t threads = 0;
-  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
-    std::ifstream in(task.path() / "stat");
-    const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto end_of_name = stat.rfind(')');  // the name may hold spaces and parentheses
-    if (end_of_name == std::string::npos || end_of_name + 2 >= stat.size() || stat[end_of_name + 2] != 'T')
-      return false;
-    ++threads;
-  }
-  return !error && threads > 0;
-}
-
 // Whether some open file description holds byte 0 of `file`: the guard a
 // process holds for the microseconds in which it reads or rewrites it.
 bool guard_held(const std::string& file) {
@@ -167,8 +149,7 @@ bool guard_held(const std::string& file) {
 // retry, so a stop at a random moment sometimes lands there.
 bool stop_outside_the_guard(ChildProcess& child, const std::string& lock_file) {
   for (int attempt = 0; attempt < 200; ++attempt) {
-    child.signal(SIGSTOP);
-    if (!eventually([&] { return all_threads_stopped(child.pid()); }, 5s)) return false;
+    if (!stop_process(child.pid())) return false;
     if (!guard_held(lock_file)) return true;
     child.signal(SIGCONT);
     std::this_thread::sleep_for(1ms);

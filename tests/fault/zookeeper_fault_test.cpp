@@ -604,7 +604,7 @@ TEST_F(ZooKeeperFault, StoppedServerCallsFailWithinTheirTimeout) {
   auto m = c->mutex("stopped");
   m.lock();  // the lock's node exists: a create sent now is applied once the server runs
   m.unlock();
-  ::kill(zk.pid(0), SIGSTOP);
+  ASSERT_TRUE(stop_process(zk.pid(0)));
   const auto start = steady::now();
   try {
     m.lock();
@@ -634,7 +634,7 @@ TEST_F(ZooKeeperFault, UnlockDoesNotWaitForTheServer) {
   auto m = c->mutex("async"), checked = c->mutex("checked");
   m.lock();
   checked.lock();
-  ::kill(zk.pid(0), SIGSTOP);
+  ASSERT_TRUE(stop_process(zk.pid(0)));
   auto start = steady::now();
   m.unlock();
   const auto unlock_took = steady::now() - start;
@@ -794,7 +794,7 @@ TEST_F(ZooKeeperFault, BarrierCallsOnAStoppedServerFailWithinTheirTimeoutAndLeav
   auto waiting = c->barrier("stopped", 2);
   auto arrival = std::async(std::launch::async, [&] { waiting.arrive_and_wait(); });
   ASSERT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/stopped") == 1; }, 10s));
-  ::kill(zk.pid(0), SIGSTOP);
+  ASSERT_TRUE(stop_process(zk.pid(0)));
   const auto start = steady::now();
   ASSERT_EQ(arrival.wait_for(scaled(10s)), std::future_status::ready) << "a waiting member hung";
   try {

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -98,6 +99,29 @@ std::chrono::milliseconds scaled(std::chrono::milliseconds d) {
     return v > 0 ? v : 1.0;
   }();
   return std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(d.count()) * scale));
+}
+
+namespace {
+
+bool all_threads_stopped(pid_t pid) {
+  std::error_code error;
+  std::size_t threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", error)) {
+    std::ifstream in(task.path() / "stat");
+    const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto end_of_name = stat.rfind(')');  // the name may hold spaces and parentheses
+    if (end_of_name == std::string::npos || end_of_name + 2 >= stat.size() || stat[end_of_name + 2] != 'T')
+      return false;
+    ++threads;
+  }
+  return !error && threads > 0;
+}
+
+}  // namespace
+
+bool stop_process(pid_t pid, std::chrono::milliseconds limit) {
+  if (::kill(pid, SIGSTOP) != 0) return false;
+  return eventually([&] { return all_threads_stopped(pid); }, limit);
 }
 
 std::string shell_output(const std::string& command) {

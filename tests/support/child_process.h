@@ -50,6 +50,12 @@ bool eventually(F done, std::chrono::milliseconds limit) {
   return true;
 }
 
+// Sends SIGSTOP to process `pid` and waits until every thread of it is
+// stopped (state T in /proc): kill() returns before the signal has reached
+// each thread, and a thread still running may yet answer a request. False
+// if they are not all stopped within `limit` (scaled).
+bool stop_process(pid_t pid, std::chrono::milliseconds limit = std::chrono::seconds(5));
+
 // What `command` (run by /bin/sh) writes to its stdout; empty if it could
 // not run.
 std::string shell_output(const std::string& command);
