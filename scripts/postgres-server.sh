@@ -15,7 +15,9 @@
 # Environment: POSTGRES_TLS=CADIR serves TLS too (ssl=on), with the certificates scripts/test-ca.sh
 # makes in CADIR (made there if missing): ssl_cert_file/ssl_key_file server.pem/.key, ssl_ca_file
 # ca.pem (client certificates signed by it are checked). POSTGRES_TLS_REQUIRED=1 with it refuses
-# connections over TCP without TLS (pg_hba.conf: hostssl only).
+# connections over TCP without TLS (pg_hba.conf: hostssl only). POSTGRES_TLS_CLIENT_CERT=1 with it
+# lets the role dlock in only with a client certificate signed by that CA whose CN is dlock
+# (pg_hba.conf: hostssl ... cert, first), and over TLS only; other roles as before.
 #
 # fsync=off (tests only: an OS crash is not simulated) but synchronous_commit stays on: a
 # server crash (restart, kill) must not forget committed fencing tokens.
@@ -86,6 +88,9 @@ case "$cmd" in
       if [[ "${POSTGRES_TLS_REQUIRED:-0}" == 1 ]]; then
         sed -i -E 's/^host(\s)/hostssl\1/' "$data/data/pg_hba.conf"
         echo "hostnossl all all 0.0.0.0/0 reject" >> "$data/data/pg_hba.conf"
+      fi
+      if [[ "${POSTGRES_TLS_CLIENT_CERT:-0}" == 1 ]]; then
+        sed -i '1i hostnossl all dlock 0.0.0.0/0 reject\nhostssl all dlock 0.0.0.0/0 cert' "$data/data/pg_hba.conf"
       fi
     fi
     for attempt in 1 2 3 4 5; do

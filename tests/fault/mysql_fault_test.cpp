@@ -76,9 +76,15 @@ class MysqlTls : public MysqlFault {
 
   // Connecting with `query` fails with `unavailable` within op_timeout
   // (1 s), saying `named` and never the password.
-  void refused(const std::string& query, const std::string& named) {
-    expect_refused_within([&] { (void)connect(url_with(query), options()); }, errc::unavailable,
-                          1s + scaled(1500ms), named, password, query);
+  void refused(const std::string& query, const std::string& named, errc kind = errc::unavailable) {
+    expect_refused_within([&] { (void)connect(url_with(query), options()); }, kind, 1s + scaled(1500ms), named,
+                          password, query);
+  }
+  // Makes the user `tls` with `require` (e.g. "SSL", "SUBJECT '/CN=dlock'").
+  void make_user(const std::string& require) {
+    ASSERT_EQ(admin("CREATE USER 'tls'@'127.0.0.1' IDENTIFIED BY '" + std::string(password) + "' REQUIRE " +
+                    require + "; GRANT ALL ON dlock.* TO 'tls'@'127.0.0.1';"),
+              0);
   }
 };
 
@@ -212,9 +218,7 @@ TEST_F(MysqlFault, LeastPrivilegedUserIsToldTheDdlThenWorks) {
 // sign the server's certificate, are refused within op_timeout with a
 // message that says why and never shows the password.
 TEST_F(MysqlTls, VerifiedTlsLocksAndTlsOffOrAnotherCaIsRefused) {
-  ASSERT_EQ(admin("CREATE USER 'tls'@'127.0.0.1' IDENTIFIED BY '" + std::string(password) +
-                  "'; GRANT ALL ON dlock.* TO 'tls'@'127.0.0.1';"),
-            0);
+  make_user("NONE");
   const std::string other_ca = dir_.path() + "/other-ca";
   ASSERT_EQ(std::system((std::string(DLOCK_TEST_CA_SCRIPT) + " " + other_ca).c_str()), 0);
   {
@@ -225,6 +229,33 @@ TEST_F(MysqlTls, VerifiedTlsLocksAndTlsOffOrAnotherCaIsRefused) {
   }
   refused("", "requires TLS");
   refused("ssl-ca=" + other_ca + "/ca.pem&ssl-verify-server-cert=1", "TLS/SSL error");
+}
+
+// ssl-cert and ssl-key reach the client library: a user made with REQUIRE
+// SUBJECT '/CN=dlock' locks with the test's client certificate. Without
+// one, or with one another CA signed, the server refuses, and the message
+// says what to check; a certificate or key file that isn't there is named
+// before connecting.
+TEST_F(MysqlTls, ClientCertificateLocksAndAMissingOrForeignOneIsRefused) {
+  make_user("SUBJECT '/CN=dlock'");
+  const std::string other_ca = dir_.path() + "/other-ca";
+  ASSERT_EQ(std::system((std::string(DLOCK_TEST_CA_SCRIPT) + " " + other_ca).c_str()), 0);
+  const std::string verified = "ssl-ca=" + ca() + "/ca.pem&ssl-verify-server-cert=1";
+  const auto client_cert = [](const std::string& dir) {
+    return "&ssl-cert=" + dir + "/client.pem&ssl-key=" + dir + "/client.key";
+  };
+  {
+    auto client = connect(url_with(verified + client_cert(ca())), options());
+    auto m = client->mutex("jobs");
+    std::lock_guard hold(m);
+    EXPECT_GT(m.token(), 0u);
+  }
+  refused(verified, "add ssl-cert=FILE&ssl-key=FILE");
+  refused(verified + client_cert(other_ca), "refused the client certificate");
+  refused(verified + "&ssl-cert=" + ca() + "/missing.pem&ssl-key=" + ca() + "/client.key",
+          "ssl-cert='" + ca() + "/missing.pem' cannot be read", errc::invalid_argument);
+  refused(verified + "&ssl-cert=" + ca() + "/client.pem&ssl-key=" + ca() + "/missing.key",
+          "ssl-key='" + ca() + "/missing.key' cannot be read", errc::invalid_argument);
 }
 
 }  // namespace

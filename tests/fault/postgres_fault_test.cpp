@@ -70,12 +70,29 @@ class PostgresTls : public PostgresFault {
   }
   static constexpr const char* password = "Pg5ecretXy42";
 
-  // Connecting with `query` fails with `unavailable` within op_timeout
-  // (1 s), saying `named` and never the password.
-  void refused(const std::string& query, const std::string& named) {
-    expect_refused_within([&] { (void)connect(url_with(query), {.op_timeout = 1s}); }, errc::unavailable,
-                          1s + scaled(1500ms), named, password, query);
+  // Connecting with `query` fails with `kind` within op_timeout (1 s),
+  // saying `named` and never the password.
+  void refused(const std::string& query, const std::string& named, errc kind = errc::unavailable) {
+    expect_refused_within([&] { (void)connect(url_with(query), {.op_timeout = 1s}); }, kind, 1s + scaled(1500ms),
+                          named, password, query);
   }
+  // The certificate and key options for the client certificate in `dir`.
+  static std::string client_cert(const std::string& dir) {
+    return "&sslcert=" + dir + "/client.pem&sslkey=" + dir + "/client.key";
+  }
+  // What the admin's query prints (its first line).
+  std::string admin_query(const std::string& sql) const {
+    auto [ok, out] = shell("psql -At '" + read("admin_url") + "' -c \"" + sql + "\"");
+    EXPECT_TRUE(ok) << sql << ": " << out;
+    return out.substr(0, out.find('\n'));
+  }
+};
+
+// The same, and dlock's role gets in only with a client certificate signed
+// by the test's CA whose CN is dlock (pg_hba.conf: cert).
+class PostgresClientCert : public PostgresTls {
+ protected:
+  PostgresClientCert() { env_ += " POSTGRES_TLS_CLIENT_CERT=1"; }
 };
 
 TEST_F(PostgresFault, TokensKeepIncreasingAcrossARestart) {
@@ -240,8 +257,37 @@ TEST_F(PostgresTls, VerifiedTlsLocksAndBadTlsSettingsAreRefused) {
     EXPECT_EQ(seen.substr(0, space), seen.substr(space + 1)) << "unencrypted connections (all, encrypted): " << seen;
   }
   refused("sslmode=verify-full&sslrootcert=" + other_ca + "/ca.pem", "certificate verify failed");
-  refused("sslmode=verify-full&sslrootcert=" + dir_.path() + "/missing.pem", "missing.pem");
   refused("sslmode=disable", "no encryption");
+  // A file that isn't there is bad input, named before any connection.
+  refused("sslmode=verify-full&sslrootcert=" + dir_.path() + "/missing.pem",
+          "sslrootcert='" + dir_.path() + "/missing.pem' cannot be read", errc::invalid_argument);
+}
+
+// sslcert and sslkey reach libpq: with the test's client certificate the
+// client locks, and the server saw that certificate on every connection of
+// dlock's role. Without one, or with one of another CA, the server refuses;
+// a certificate or key file that isn't there is named before connecting
+// (libpq would go on without the certificate).
+TEST_F(PostgresClientCert, ClientCertificateLocksAndAMissingOrForeignOneIsRefused) {
+  const std::string other_ca = dir_.path() + "/other-ca";
+  ASSERT_TRUE(shell(std::string(DLOCK_TEST_CA_SCRIPT) + " " + other_ca).first);
+  const std::string verified = "sslmode=verify-full&sslrootcert=" + ca() + "/ca.pem";
+  {
+    auto client = connect(url_with(verified + client_cert(ca())), {.op_timeout = 2s});
+    auto m = client->mutex("jobs");
+    std::lock_guard hold(m);
+    EXPECT_GT(m.token(), 0u);
+    EXPECT_EQ(admin_query("SELECT count(*) > 0 AND bool_and(coalesce(client_dn, '') = '/CN=dlock') "
+                          "FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE usename = 'dlock'"),
+              "t")
+        << "dlock's connections did not all show the client certificate";
+  }
+  refused(verified, "requires a valid client certificate");
+  refused(verified + client_cert(other_ca), "unknown ca");
+  refused(verified + "&sslcert=" + ca() + "/missing.pem&sslkey=" + ca() + "/client.key",
+          "sslcert='" + ca() + "/missing.pem' cannot be read", errc::invalid_argument);
+  refused(verified + "&sslcert=" + ca() + "/client.pem&sslkey=" + ca() + "/missing.key",
+          "sslkey='" + ca() + "/missing.key' cannot be read", errc::invalid_argument);
 }
 
 }  // namespace

@@ -82,8 +82,18 @@ Result<std::unique_ptr<MyConnection>> MyConnection::open(const ConnectInfo& info
     // MariaDB answers a client without TLS where TLS is required
     // (--require-secure-transport, a user's REQUIRE SSL) as it answers a
     // wrong password.
+    const auto has = [&](std::string_view option) {
+      return std::any_of(info.tls.begin(), info.tls.end(), [&](const auto& kv) { return kv.first == option; });
+    };
     if (mysql_errno(raw) == 1045 && info.tls.empty())
       return Status(s.code(), s.message() + " — if the server or the user requires TLS, add ssl=1&ssl-ca=FILE");
+    // A user made with REQUIRE X509 (or ISSUER, SUBJECT) is refused the
+    // same way without a client certificate; a certificate the server does
+    // not trust ends the handshake without a word.
+    if (mysql_errno(raw) == 1045 && !has("ssl-cert"))
+      return Status(s.code(), s.message() + " — if the user requires a client certificate, add ssl-cert=FILE&ssl-key=FILE");
+    if (mysql_errno(raw) == 2013 && has("ssl-cert"))
+      return Status(s.code(), s.message() + " — the server may have refused the client certificate (not signed by a CA it trusts?)");
     return s;
   }
 

@@ -7,8 +7,8 @@
 // primitive) or mode=session (GET_LOCK, Mutex only: session_locks.h),
 // pool=4 and waiter_ttl=2s (sql/server_options.h), and the client library's TLS
 // settings passed through: ssl=1 (require TLS), ssl-ca, ssl-capath,
-// ssl-cert, ssl-key, ssl-crl, ssl-cipher, tls-version,
-// ssl-verify-server-cert=1.
+// ssl-cert, ssl-key, ssl-crl (files that must be readable when the client
+// connects), ssl-cipher, tls-version, ssl-verify-server-cert=1.
 //
 // The database is made if it is missing and the user may create it;
 // dlock's tables likewise (else the error gives the DDL to run). Names are
@@ -89,6 +89,8 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
     if ((key == "ssl" || key == "ssl-verify-server-cert") && value != "0" && value != "1")
       return invalid(url, key + " '" + value + "' must be 0 or 1");
     if (value.empty()) return invalid(url, key + " needs a value");
+    if (key == "ssl-ca" || key == "ssl-capath" || key == "ssl-cert" || key == "ssl-key" || key == "ssl-crl")
+      if (Status s = sql::check_tls_file("mysql", url, key, value); !s) return s;
     c.connect.tls.emplace_back(key, value);
   }
   if (c.session && c.connect.database.size() > session_database_max)

@@ -11,7 +11,8 @@
 // (connections per client, 1..64: calls of different threads run on
 // different connections), waiter_ttl=2s (how long a dead waiter's queue
 // entry holds back a fair queue, 1s..1h), and libpq's TLS settings passed
-// through as they are: sslmode, sslrootcert, sslcert, sslkey, sslcrl.
+// through: sslmode, sslrootcert, sslcert, sslkey, sslcrl (files that must
+// be readable when the client connects).
 //
 // Clock: expires_at is the database server's clock (clock_timestamp()),
 // the one clock every client shares.
@@ -91,7 +92,15 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
                                 "' must be 1 to 63 lower-case letters, digits or '_', not starting with a digit");
       c.schema = value;
       options_line += " -c search_path=" + value;
-    } else if (key == "sslmode" || key == "sslrootcert" || key == "sslcert" || key == "sslkey" || key == "sslcrl") {
+    } else if (key == "sslmode") {
+      p.emplace_back(key, value);
+    } else if (key == "sslrootcert" || key == "sslcert" || key == "sslkey" || key == "sslcrl") {
+      // Files, but for libpq's own words: sslrootcert=system (the
+      // system's CAs) and an OpenSSL engine's sslkey=ENGINE:KEY.
+      const bool named = (key == "sslrootcert" && value == "system") ||
+                         (key == "sslkey" && value.find(':') != std::string::npos && value[0] != '/');
+      if (!named)
+        if (Status s = sql::check_tls_file("postgres", url, key, value); !s) return s;
       p.emplace_back(key, value);
     } else {
       return invalid(url, "unknown option '" + key +

@@ -2,6 +2,11 @@
 
 #include "core/option_values.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 namespace dlock::detail::sql {
 
 Status invalid_url(std::string_view backend, const Url& url, std::string why) {
@@ -26,6 +31,12 @@ Result<bool> read_server_option(std::string_view backend, const Url& url, const 
     return false;
   }
   return true;
+}
+
+Status check_tls_file(std::string_view backend, const Url& url, const std::string& key, const std::string& path) {
+  if (::access(path.c_str(), R_OK) == 0) return Status();
+  const int error = errno;
+  return invalid_url(backend, url, key + "='" + path + "' cannot be read: " + std::strerror(error));
 }
 
 Status tables_missing(std::string_view backend, std::string_view redacted_url, const Dialect& dialect,

@@ -31,9 +31,15 @@ Status invalid_url(std::string_view backend, const Url& url, std::string why);
 Result<bool> read_server_option(std::string_view backend, const Url& url, const std::string& key,
                                 const std::string& value, bool& session, int& pool, TableConfig& table);
 
-// unavailable: dlock's tables are missing, this user may not create them,
-// and here is the DDL (the recipe's tables and session mode's
-// dlock_session_keys, made by `session_ddl`) and the grants to run.
+// invalid_argument unless `path`, the value of the TLS option `key` (a CA
+// file or directory, a certificate, a key, a CRL), names something this
+// process can read. Checked before connecting because the client libraries
+// report it badly: libpq goes on without a client certificate it cannot
+// find (the server then says it wants one), and MariaDB Connector/C leaves
+// the file's name out. The message names the option and the path, never
+// a file's contents.
+Status check_tls_file(std::string_view backend, const Url& url, const std::string& key, const std::string& path);
+
 Status tables_missing(std::string_view backend, std::string_view redacted_url, const Dialect& dialect,
                       std::string_view session_ddl);
 
