@@ -152,11 +152,13 @@ Decision decide(const LockRequest& request, const std::vector<Row>& holders, con
 
 // Where `request`'s owner stands in the queue: the waiters before it that
 // it lets go first (for a reader: the writers), how long the first of them
-// and it have waited.
+// and it have waited, and how long its entry has left to live (0: it has
+// none).
 struct Line {
   std::int64_t ahead = 0;
   std::int64_t first_waited = 0;
   std::int64_t waited = 0;
+  std::int64_t left = 0;
 };
 
 Line line_of(const LockRequest& request, const std::vector<Row>& queue) {
@@ -165,6 +167,7 @@ Line line_of(const LockRequest& request, const std::vector<Row>& queue) {
   for (const Row& w : queue) {
     if (w.owner == request.owner) {
       line.waited = w.a;
+      line.left = w.left;
       break;
     }
     if (reader && w.mode != "w") continue;
@@ -274,18 +277,15 @@ class TableBackend final : public Backend,
       auto seen = run(**conn, peek);
       if (!seen) return seen.status();
       const std::vector<Row> queue = live_rows((*seen)[1]);
-      const auto mine = std::find_if(queue.begin(), queue.end(), [&](const Row& w) { return w.owner == request.owner; });
       const Decision d = decide(request, live_rows((*seen)[0]), queue);
-      const std::int64_t spare = mine == queue.end() ? 0 : mine->left - ms(config_.waiter_ttl) / 2;
+      const Line line = line_of(request, queue);
+      const std::int64_t spare = line.left - ms(config_.waiter_ttl) / 2;
       if (!d.grant && spare > 0) {
-        slot->set_queued(true, line_of(request, queue).ahead <= 1);
+        slot->set_queued(true, line.ahead <= 1);
         // The entry was not refreshed: the next attempt comes while it
         // still has half its time to live (which covers that attempt's own
         // delays), however long the pause would be.
-        Attempt b = busy(request, d, queue);
-        auto& until = std::get<Busy>(b).holder_expires;
-        until = std::min(until, steady::now() + milliseconds(spare));
-        return b;
+        return busy(request, d, line, milliseconds(spare));
       }
     }
 
@@ -318,8 +318,10 @@ class TableBackend final : public Backend,
       writes.push_back({Stmt::commit});
       auto done = run(**conn, writes);
       if (!done) return done.status();
-      if (slot) slot->set_queued(true, line_of(request, queue).ahead <= 1);
-      return slot ? busy(request, d, queue) : Attempt(busy_until(d));
+      if (!slot) return Attempt(busy_until(d));
+      const Line line = line_of(request, queue);
+      slot->set_queued(true, line.ahead <= 1);
+      return busy(request, d, line);
     }
 
     const std::int64_t token = fence.integer(0, 0) + 1;
@@ -648,10 +650,12 @@ class TableBackend final : public Backend,
   }
 
   // A queued waiter's busy attempt: it polls again after poll_pause if no
-  // wake-up will come.
-  Attempt busy(const LockRequest& request, const Decision& d, const std::vector<Row>& queue) const {
+  // wake-up will come, and in any case within `cap`.
+  Attempt busy(const LockRequest& request, const Decision& d, const Line& line,
+               std::optional<milliseconds> cap = std::nullopt) const {
     Busy b = busy_until(d);
-    if (!wakeups_) b.holder_expires = std::min(b.holder_expires, steady::now() + poll_pause(request, queue));
+    if (!wakeups_) b.holder_expires = std::min(b.holder_expires, steady::now() + poll_pause(request, line));
+    if (cap) b.holder_expires = std::min(b.holder_expires, steady::now() + *cap);
     return Attempt(b);
   }
 
@@ -663,8 +667,7 @@ class TableBackend final : public Backend,
   // first: entries went in about one handoff apart, so it sleeps through
   // at most half of the handoffs still before it (at least 1 ms a place,
   // so that waiters that came in together do not all poll at once).
-  milliseconds poll_pause(const LockRequest& request, const std::vector<Row>& queue) const {
-    const Line line = line_of(request, queue);
+  milliseconds poll_pause(const LockRequest& request, const Line& line) const {
     const std::int64_t turns =
         request.kind == LockKind::permit ? line.ahead / std::max<std::int64_t>(request.permits, 1) : line.ahead;
     std::int64_t longest = line.waited / 16;
