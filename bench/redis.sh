@@ -9,7 +9,10 @@
 #       1 connection pipelined 16 deep, and 64 connections;
 #   (b) dlock bench --backend REDIS_URL: uncontended, contended (4 processes, and again
 #       with --fair), many-keys (--threads 64), flash-sale, async (1,000 async_lock() in flight
-#       from one thread) — skipped, and said so, if this dlock has no redis backend yet;
+#       from one thread) — skipped, and said so, if this dlock has no redis backend yet; the
+#       async run between two passes of its own raw limit (dlock_bench_redis_raw, next to the
+#       dlock binary's build: 1,000 PINGs, and dlock's acquire and release scripts on 1,000
+#       names, in flight on one connection with no client logic);
 #   (c) bench/peers/redis_py_peer.py for the same workloads (contended and flash-sale with
 #       redis-py's default sleep=0.1 and with sleep=0.001, contended also with the counter
 #       in shared memory as dlock bench keeps it);
@@ -108,6 +111,19 @@ else
 fi
 
 # --- (b) dlock bench -------------------------------------------------------------------
+script_raw() {  # script_raw DLOCK_BIN PASS: the async workload's raw limit, if built and the URL has no credentials
+  local tool
+  tool="$(dirname "$1")/../../bench/dlock_bench_redis_raw"
+  if [[ ! -x "$tool" ]]; then
+    echo "redis.sh: no $tool (build the target dlock_bench_redis_raw): no raw limit for async" >&2; return 0
+  fi
+  if [[ -z "$host" || -n "$user$pass" ]]; then
+    echo "redis.sh: dlock_bench_redis_raw takes no credentials: no raw limit for async" >&2; return 0
+  fi
+  echo "running dlock_bench_redis_raw, pass $2 (2 x ${seconds}s)..." >&2
+  timeout $((seconds * 2 + 60)) "$tool" --seconds "$seconds" --in-flight 1000 "$host:$port" \
+    | sed "s/}\$/,\"pass\":$2}/" >>"$out" || { echo "redis.sh: dlock_bench_redis_raw failed" >&2; status=1; }
+}
 dlock_note="" bin=""
 if [[ ${#bins[@]} -eq 0 ]]; then
   dlock_note="no dlock binary (set DLOCK_BIN or build it)"
@@ -119,6 +135,7 @@ for candidate in "${bins[@]}"; do
               "contended --processes 4 --counter-in redis" "contended --processes 4 --fair --counter-in redis" \
               "many-keys --threads 64" "flash-sale" "async --in-flight 1000"; do
     read -r workload _ <<<"$spec"
+    [[ "$workload" == async ]] && script_raw "$candidate" 1
     echo "running $candidate bench $spec (${seconds}s + reference)..." >&2
     # shellcheck disable=SC2086
     if timeout $((seconds * 4 + 60)) "$candidate" bench --backend "$url" --workload $spec --seconds "${seconds}s" \
@@ -134,6 +151,7 @@ for candidate in "${bins[@]}"; do
       bin="$candidate"
       status=1
     fi
+    [[ "$workload" == async ]] && script_raw "$candidate" 2
   done
 done
 if [[ -n "$bin" ]]; then
@@ -275,6 +293,15 @@ if a:
     print("dlock     async: %d async_lock() in flight from one thread, %.0f acquired/s (%.0f lock+unlock/s)%s" % (
         a["in_flight"], a["acquired_per_s"], a["ops_per_s"],
         " = %.3f of pipelined ping/s" % (a["acquired_per_s"] / piped) if piped else ""))
+    own = [r for r in rows if r.get("workload") == "redis_raw"]
+    if own:
+        mean = lambda k: sum(r[k] for r in own) / len(own)
+        print("          raw, 1,000 in flight on one connection (mean of %d passes around it): PING %.0f/s; dlock's acquire"
+              " script %.0f acquired/s (%.0f lock+unlock/s)\n          async acquired/s = %.3f of its scripts' raw rate,"
+              " %.3f of 1,000-deep PING; lock+unlock/s = %.3f of the scripts' raw" % (
+                  len(own), mean("ping_per_s"), mean("script_acquired_per_s"), mean("script_lock_unlock_per_s"),
+                  a["acquired_per_s"] / mean("script_acquired_per_s"), a["acquired_per_s"] / mean("ping_per_s"),
+                  a["ops_per_s"] / mean("script_lock_unlock_per_s")))
 print("""
 ops/s: lock+unlock per second (contended: with the read-modify-write inside). vs ownraw: ops/s ÷ (the
 client's own ping/s with the same P×T ÷ round trips per op) — dlock: Client::ping(), 2 per op; redis-py:
