@@ -9,7 +9,7 @@
 #                                       (etcd://127.0.0.1:C1[,127.0.0.1:C2,...]) and DIR/endpoints
 #                                       (the same without etcd://, for etcdctl --endpoints)
 #   scripts/etcd-server.sh stop DIR              stops every member (SIGTERM, SIGKILL after 10 s)
-#   scripts/etcd-server.sh kill DIR [I]          SIGKILLs member I (default 1): a crash
+#   scripts/etcd-server.sh kill DIR [I]          SIGKILLs member I (default 1): a crash; returns once it has exited
 #   scripts/etcd-server.sh pause DIR [I]         SIGSTOP (a member that hangs)
 #   scripts/etcd-server.sh resume DIR [I]        SIGCONT
 #   scripts/etcd-server.sh start-node DIR I      starts member I again on its old ports and data
@@ -160,7 +160,17 @@ case "$cmd" in
     for i in $(nodes); do stop_node "$i"; done
     rm -f "$dir/url" "$dir/endpoints"
     ;;
-  kill) signal_node KILL "${3:-1}" ;;
+  kill)
+    # Returns once the member has exited (its ports and data are free), so that start-node can
+    # follow at once.
+    pid="$(pid_of "${3:-1}")" || { echo "etcd-server.sh: member ${3:-1} is not running" >&2; exit 1; }
+    kill -KILL "$pid"
+    for _ in $(seq 1 500); do
+      state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)"
+      [[ -z "$state" || "$state" == Z ]] && break
+      sleep 0.02
+    done
+    ;;
   pause) signal_node STOP "${3:-1}" ;;
   resume) signal_node CONT "${3:-1}" ;;
   start-node)
