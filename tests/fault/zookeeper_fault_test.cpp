@@ -625,6 +625,53 @@ TEST_F(ZooKeeperFault, StoppedServerCallsFailWithinTheirTimeout) {
   EXPECT_TRUE(eventually([&] { return count_children(hosts(zk), root() + "/stopped") == 0; }, 5s));
 }
 
+// A server stopped for longer than its clients take to call their
+// connections dead (2/3 of the session timeout) but shorter than the
+// session timeout and op_timeout, while a lock changes hands between four
+// clients: their sessions live on, so no lock() fails — a waiter whose
+// reply went with the connection looks again once it is back — and no two
+// hold the lock at once.
+TEST_F(ZooKeeperFault, WaitersRideThroughAServerPauseShorterThanTheirTimeout) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  const std::string url = zk.url() + root() + "?session_timeout=4s";
+  FencedResource resource(dir_.path() + "/resource", true);
+  std::atomic<bool> stop{false};
+  std::atomic<int> sections{0};
+  std::mutex mu;
+  std::vector<std::string> errors;
+  std::vector<std::thread> contenders;
+  for (int i = 1; i <= 4; ++i)
+    contenders.emplace_back([&, i] {
+      try {
+        auto c = connect(url, {.op_timeout = scaled(8s)});
+        auto m = c->mutex("handoffs");
+        while (!stop) {
+          m.lock();
+          resource.enter(m.token(), i);
+          std::this_thread::sleep_for(1ms);
+          resource.leave(i);
+          m.unlock();
+          ++sections;
+        }
+      } catch (const Error& e) {
+        std::lock_guard lk(mu);
+        errors.push_back(e.what());
+      }
+    });
+  ASSERT_TRUE(eventually([&] { return sections > 20; }, scaled(10s))) << "the lock never changed hands";
+  ASSERT_TRUE(stop_process(zk.pid(0)));
+  std::this_thread::sleep_for(3200ms);  // past 2/3 of 4 s: every client drops its connection
+  ::kill(zk.pid(0), SIGCONT);
+  const int before = sections;
+  EXPECT_TRUE(eventually([&] { return sections > before + 20; }, scaled(10s))) << "the lock stopped changing hands";
+  stop = true;
+  for (auto& t : contenders) t.join();
+  EXPECT_TRUE(errors.empty()) << errors.size() << " contenders failed, the first: " << (errors.empty() ? "" : errors.front());
+  const auto counts = resource.counts();
+  EXPECT_EQ(counts.overlaps, 0u);
+  EXPECT_EQ(counts.stale_rejected, 0u);
+}
+
 // unlock() sends the delete and returns: a stopped server does not hold it
 // up (unlock_checked() waits, and fails within op_timeout). The delete runs
 // when the server resumes, and its answer is counted then.

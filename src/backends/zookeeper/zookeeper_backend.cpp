@@ -50,6 +50,7 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
+#include <thread>
 #include <utility>
 
 namespace dlock::detail {
@@ -143,10 +144,10 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
         auto ours = session_.exists(c->node, deadline);
         if (!ours->wait_until(deadline)) return no_reply(step);
         if (ours->rc == ZOK) return grant(request, *c, sent);
-        // The connection went with the session (or is being made again):
-        // look again once the client knows which; a new session queues anew.
-        if (ours->rc == ZCONNECTIONLOSS || ours->rc == ZSESSIONEXPIRED) return Attempt(Busy{});
-        if (ours->rc != ZNONODE) return to_status(ours->rc, step, c->node);
+        // The session expired (a new one queues anew), or the reply went
+        // with the connection: look again once the client is connected.
+        if (ours->rc == ZSESSIONEXPIRED) return Attempt(Busy{});
+        if (ours->rc != ZNONODE) return look_again_after(ours->rc, *c, deadline, step, c->node);
         c->node.clear();  // gone with its session: queue again
       } else if (!c->then_watch.empty()) {
         // It was the first of two: the other is the last one now.
@@ -173,7 +174,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     } else {
       auto list = session_.get_children(path, deadline);
       if (!list->wait_until(deadline)) return no_reply(step);
-      if (list->rc != ZOK && list->rc != ZNONODE) return to_status(list->rc, step, path);
+      if (list->rc != ZOK && list->rc != ZNONODE) return look_again_after(list->rc, *c, deadline, step, path);
       children = std::move(list->children);
     }
     return decide(request, *c, path, children, sent, deadline, step, true);
@@ -400,10 +401,13 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       if (create->rc != ZOK) return to_status(create->rc, step, path);
       Made made{create->path, static_cast<std::uint64_t>(create->stat.czxid), create->generation, {}};
       if (!list->wait_until(deadline) || list->rc != ZOK) {
-        // Ours exists but its place is unknown: look again.
-        list = session_.get_children(path, deadline);
-        const bool answered = list->wait_until(deadline);
-        if (!answered || list->rc != ZOK) {
+        // Ours exists but its place is unknown: look again (once the client
+        // is connected again, if the reply went with the connection).
+        for (;;) {
+          list = session_.get_children(path, deadline);
+          const bool answered = list->wait_until(deadline);
+          if (answered && list->rc == ZOK) break;
+          if (answered && reconnected(list->rc, deadline)) continue;
           session_.delete_later(made.node);
           return answered ? to_status(list->rc, step, path) : no_reply(step);
         }
@@ -467,7 +471,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       auto watched = session_.watch(c.watched, c.signal, deadline);
       if (!watched->wait_until(deadline)) return no_reply(step);
       if (watched->rc == ZOK) return Attempt(Busy{});
-      if (watched->rc != ZNONODE) return to_status(watched->rc, step, c.watched);
+      if (watched->rc != ZNONODE) return look_again_after(watched->rc, c, deadline, step, c.watched);
       if (last) return grant(request, c, sent);
       if (c.then_watch.empty()) {
         c.signal->notify(false);  // list again now
@@ -477,6 +481,28 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       then.clear();
       last = true;
     }
+  }
+
+  // True once the client is connected again after a reply that went with
+  // the connection (`rc`), before `deadline`. The session may well live on:
+  // the client reconnects within the session timeout, as after a server
+  // paused for a second by its garbage collector.
+  bool reconnected(int rc, steady::time_point deadline) {
+    if (!Session::reply_lost(rc)) return false;
+    // The client may not have noticed the drop yet: don't spin on it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return session_.wait_connected(deadline);
+  }
+
+  // A waiter's step answered `rc`: if the reply went with the connection
+  // and the client is connected again before `deadline`, the waiter looks
+  // again at once (its node, if its session lived on, kept its place);
+  // only an ensemble out of reach until then fails the call.
+  Result<Attempt> look_again_after(int rc, Contender& c, steady::time_point deadline, const std::string& step,
+                                   const std::string& path) {
+    if (!reconnected(rc, deadline)) return to_status(rc, step, path);
+    c.signal->notify(false);
+    return Attempt(Busy{});
   }
 
   Attempt grant(const LockRequest& request, Contender& c, steady::time_point sent) {
