@@ -627,14 +627,13 @@ TEST_F(ZooKeeperFault, StoppedServerCallsFailWithinTheirTimeout) {
 
 // A server stopped for longer than its clients take to call their
 // connections dead (2/3 of the session timeout) but shorter than the
-// session timeout and op_timeout, while a lock changes hands between four
-// clients: their sessions live on, so no lock() fails — a waiter whose
-// reply went with the connection looks again once it is back — and no two
-// hold the lock at once.
-TEST_F(ZooKeeperFault, WaitersRideThroughAServerPauseShorterThanTheirTimeout) {
-  ZooKeeperEnsemble zk(dir_.path(), 1);
-  const std::string url = zk.url() + root() + "?session_timeout=4s";
-  FencedResource resource(dir_.path() + "/resource", true);
+// session timeout and op_timeout, while four clients pass a lock (`kind`:
+// a Mutex, or a Semaphore's one permit) around: their sessions live on, so
+// no wait fails — a waiter whose reply went with the connection looks
+// again once it is back — and no two hold at once.
+void ride_through_a_server_pause(const ZooKeeperEnsemble& zk, const std::string& url, const std::string& dir,
+                                 const std::string& kind) {
+  FencedResource resource(dir + "/resource", true);
   std::atomic<bool> stop{false};
   std::atomic<int> sections{0};
   std::mutex mu;
@@ -645,12 +644,17 @@ TEST_F(ZooKeeperFault, WaitersRideThroughAServerPauseShorterThanTheirTimeout) {
       try {
         auto c = connect(url, {.op_timeout = scaled(8s)});
         auto m = c->mutex("handoffs");
+        auto permits = c->semaphore("handoffs", 1);
         while (!stop) {
-          m.lock();
-          resource.enter(m.token(), i);
+          // Bounded, so that a wait that never ends fails the test
+          // instead of hanging it.
+          const bool got = kind == "mutex" ? m.try_lock_for(scaled(20s)) : permits.try_acquire_for(scaled(20s));
+          if (!got) throw Error(errc::unavailable, "no " + kind + " within 20 s: a wait never ended");
+          const std::uint64_t token = kind == "mutex" ? m.token() : permits.token();
+          resource.enter(token, i);
           std::this_thread::sleep_for(1ms);
           resource.leave(i);
-          m.unlock();
+          if (kind == "mutex") m.unlock(); else permits.release();
           ++sections;
         }
       } catch (const Error& e) {
@@ -658,18 +662,30 @@ TEST_F(ZooKeeperFault, WaitersRideThroughAServerPauseShorterThanTheirTimeout) {
         errors.push_back(e.what());
       }
     });
-  ASSERT_TRUE(eventually([&] { return sections > 20; }, scaled(10s))) << "the lock never changed hands";
+  ASSERT_TRUE(eventually([&] { return sections > 20; }, scaled(10s))) << "the " << kind << " never changed hands";
   ASSERT_TRUE(stop_process(zk.pid(0)));
   std::this_thread::sleep_for(3200ms);  // past 2/3 of 4 s: every client drops its connection
   ::kill(zk.pid(0), SIGCONT);
   const int before = sections;
-  EXPECT_TRUE(eventually([&] { return sections > before + 20; }, scaled(10s))) << "the lock stopped changing hands";
+  EXPECT_TRUE(eventually([&] { return sections > before + 20; }, scaled(10s)))
+      << "the " << kind << " stopped changing hands";
   stop = true;
   for (auto& t : contenders) t.join();
-  EXPECT_TRUE(errors.empty()) << errors.size() << " contenders failed, the first: " << (errors.empty() ? "" : errors.front());
+  EXPECT_TRUE(errors.empty()) << errors.size() << " contenders failed, the first: "
+                              << (errors.empty() ? "" : errors.front());
   const auto counts = resource.counts();
   EXPECT_EQ(counts.overlaps, 0u);
   EXPECT_EQ(counts.stale_rejected, 0u);
+}
+
+TEST_F(ZooKeeperFault, WaitersRideThroughAServerPauseShorterThanTheirTimeout) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  ride_through_a_server_pause(zk, zk.url() + root() + "?session_timeout=4s", dir_.path(), "mutex");
+}
+
+TEST_F(ZooKeeperFault, PermitWaitersRideThroughAServerPauseShorterThanTheirTimeout) {
+  ZooKeeperEnsemble zk(dir_.path(), 1);
+  ride_through_a_server_pause(zk, zk.url() + root() + "?session_timeout=4s", dir_.path(), "semaphore");
 }
 
 // unlock() sends the delete and returns: a stopped server does not hold it

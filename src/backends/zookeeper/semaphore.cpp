@@ -31,12 +31,13 @@ Result<std::optional<Permit>> Semaphores::acquire(const std::string& name, std::
     auto held = detail::acquire(locks_, mutex, deadline, options, wakeups);
     if (!held) return held.status();
     if (!*held) return std::optional<Permit>();
-    auto permit = take_lease(name, permits, deadline);
+    auto permit = take_lease(name, permits, deadline, (*held)->dropped);
     // Given up or ours, the permit no longer needs the mutex. If it could not
     // be released now the session deletes it later; the permit stands.
     (void)locks_.release(mutex, **held);
-    // Our lease node went with an expired session while we waited: queue
-    // again in the new one, as long as the caller still waits.
+    // Our lease node went with an expired session while we waited, or we
+    // gave it up with the mutex: queue again, as long as the caller still
+    // waits.
     if (!permit && permit.code() == errc::lock_lost) {
       if (steady::now() < deadline) continue;
       return std::optional<Permit>();
@@ -46,7 +47,7 @@ Result<std::optional<Permit>> Semaphores::acquire(const std::string& name, std::
 }
 
 Result<std::optional<Permit>> Semaphores::take_lease(const std::string& name, std::int32_t permits,
-                                                     steady::time_point deadline) {
+                                                     steady::time_point deadline, const std::stop_token& mutex_dropped) {
   const std::string step = "acquiring a permit of semaphore '" + name + "'";
   const std::string leases = lock_path(session_.config(), name) + "/leases";
   auto prefix = protected_prefix("lease-");
@@ -82,9 +83,19 @@ Result<std::optional<Permit>> Semaphores::take_lease(const std::string& name, st
   auto signal = std::make_shared<Signal>();
   SessionWaiter waiter(session_, signal);  // a session change wakes us too
   for (;;) {
+    // The mutex went with a dropped connection (lost_on=suspend): another
+    // waiter may hold it and a lease node of its own by now, and two
+    // waiting leases would keep each other out for good. Ours goes; the
+    // caller queues again.
+    if (mutex_dropped.stop_requested()) {
+      session_.unwatch(signal);
+      (void)give_up({});
+      return Status(errc::lock_lost, step + ": the connection dropped while we waited (queued again)");
+    }
     const auto until = op_deadline();
     auto list = session_.watch_children(leases, signal, until);
     if (!list->wait_until(until)) return give_up(no_reply(step));
+    if (session_.reconnected_after(list->rc, until)) continue;  // the reply went with the connection: again
     if (list->rc != ZOK && list->rc != ZNONODE) return give_up(to_status(list->rc, step, leases));
     const auto& children = list->children;
     if (std::find(children.begin(), children.end(), basename(node)) == children.end())

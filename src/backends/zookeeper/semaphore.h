@@ -24,6 +24,7 @@
 #include "core/semaphore_driver.h"
 
 #include <dlock/options.h>
+#include <stop_token>
 
 namespace dlock::detail::zookeeper {
 
@@ -38,10 +39,10 @@ class Semaphores final : public SemaphoreDriver {
   Result<std::int64_t> in_use(const std::string& name) override;
 
  private:
-  // Holding the mutex: creates our lease node and waits until it is among
-  // the first `permits`.
+  // Holding the mutex (`mutex_dropped` fires if the session loses it):
+  // creates our lease node and waits until it is among the first `permits`.
   Result<std::optional<Permit>> take_lease(const std::string& name, std::int32_t permits,
-                                           steady::time_point deadline);
+                                           steady::time_point deadline, const std::stop_token& mutex_dropped);
 
   Session& session_;
   LockDriver& locks_;

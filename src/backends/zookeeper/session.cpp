@@ -231,6 +231,13 @@ bool Session::wait_connected(steady::time_point deadline) {
   return cv_.wait_until(lk, deadline, [&] { return connected_ || stopping_; }) && !stopping_;
 }
 
+bool Session::reconnected_after(int rc, steady::time_point deadline) {
+  if (!reply_lost(rc)) return false;
+  // The client may not have noticed the drop yet: don't spin on it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return wait_connected(deadline);
+}
+
 std::int64_t Session::session_id() const {
   std::lock_guard lk(mu_);
   return session_id_;

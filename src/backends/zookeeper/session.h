@@ -128,6 +128,11 @@ class Session {
   // Waits until it is (a dropped connection reconnected, or an expired
   // session replaced); false if not by `deadline` or while shutting down.
   bool wait_connected(steady::time_point deadline);
+  // True once the client is connected again, before `deadline`, after a
+  // reply that went with the connection (`rc` is reply_lost); false for any
+  // other `rc`. The session may well live on: the client reconnects within
+  // the session timeout, as after a server paused by its garbage collector.
+  bool reconnected_after(int rc, steady::time_point deadline);
 
   // Asynchronous calls; wait on the returned Call. If the session has just
   // expired, each first waits (until `deadline`) for its replacement.

@@ -50,7 +50,6 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
-#include <thread>
 #include <utility>
 
 namespace dlock::detail {
@@ -407,7 +406,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
           list = session_.get_children(path, deadline);
           const bool answered = list->wait_until(deadline);
           if (answered && list->rc == ZOK) break;
-          if (answered && reconnected(list->rc, deadline)) continue;
+          if (answered && session_.reconnected_after(list->rc, deadline)) continue;
           session_.delete_later(made.node);
           return answered ? to_status(list->rc, step, path) : no_reply(step);
         }
@@ -483,24 +482,13 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     }
   }
 
-  // True once the client is connected again after a reply that went with
-  // the connection (`rc`), before `deadline`. The session may well live on:
-  // the client reconnects within the session timeout, as after a server
-  // paused for a second by its garbage collector.
-  bool reconnected(int rc, steady::time_point deadline) {
-    if (!Session::reply_lost(rc)) return false;
-    // The client may not have noticed the drop yet: don't spin on it.
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    return session_.wait_connected(deadline);
-  }
-
   // A waiter's step answered `rc`: if the reply went with the connection
   // and the client is connected again before `deadline`, the waiter looks
   // again at once (its node, if its session lived on, kept its place);
   // only an ensemble out of reach until then fails the call.
   Result<Attempt> look_again_after(int rc, Contender& c, steady::time_point deadline, const std::string& step,
                                    const std::string& path) {
-    if (!reconnected(rc, deadline)) return to_status(rc, step, path);
+    if (!session_.reconnected_after(rc, deadline)) return to_status(rc, step, path);
     c.signal->notify(false);
     return Attempt(Busy{});
   }
