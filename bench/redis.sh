@@ -121,7 +121,7 @@ script_raw() {  # script_raw DLOCK_BIN PASS: the async workload's raw limit, if 
     echo "redis.sh: dlock_bench_redis_raw takes no credentials: no raw limit for async" >&2; return 0
   fi
   echo "running dlock_bench_redis_raw, pass $2 (2 x ${seconds}s)..." >&2
-  timeout $((seconds * 2 + 60)) "$tool" --seconds "$seconds" --in-flight 1000 "$host:$port" \
+  timeout $((seconds * 2 + 60)) "$tool" --seconds "$seconds" --max-ops 1000000000 --in-flight 1000 "$host:$port" \
     | sed "s/}\$/,\"pass\":$2}/" >>"$out" || { echo "redis.sh: dlock_bench_redis_raw failed" >&2; status=1; }
 }
 dlock_note="" bin=""

@@ -167,9 +167,11 @@ case "$cmd" in
     kill -KILL "$pid"
     for _ in $(seq 1 500); do
       state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)"
-      [[ -z "$state" || "$state" == Z ]] && break
+      [[ -z "$state" || "$state" == Z ]] && exit 0
       sleep 0.02
     done
+    echo "etcd-server.sh: member ${3:-1} (pid $pid) still runs 10 s after SIGKILL" >&2
+    exit 1
     ;;
   pause) signal_node STOP "${3:-1}" ;;
   resume) signal_node CONT "${3:-1}" ;;

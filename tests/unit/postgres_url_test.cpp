@@ -35,6 +35,19 @@ TEST(PostgresUrl, RefusesUnknownOptionsAndValuesOutOfRange) {
   EXPECT_THAT(refused("postgres://127.0.0.1:1/db?mode=advisory"), HasSubstr("mode 'advisory' must be table or session"));
 }
 
+// TLS files are checked before connecting (libpq would go on without a
+// client certificate it cannot find); libpq's own words pass through.
+TEST(PostgresUrl, TlsFilesMustBeReadable) {
+  EXPECT_THAT(refused("postgres://127.0.0.1:1/db?sslcert="), HasSubstr("sslcert needs a value"));
+  EXPECT_THAT(refused("postgres://127.0.0.1:1/db?sslcrl=/nonexistent/crl.pem"),
+              HasSubstr("sslcrl='/nonexistent/crl.pem' cannot be read: No such file or directory"));
+  // Past the checks: the unreachable server is what fails.
+  EXPECT_THAT(refused("postgres://127.0.0.1:1/db?sslrootcert=system&sslmode=require", errc::unavailable),
+              Not(HasSubstr("cannot be read")));
+  EXPECT_THAT(refused("postgres://127.0.0.1:1/db?sslkey=pkcs11:token&sslmode=require", errc::unavailable),
+              Not(HasSubstr("cannot be read")));
+}
+
 TEST(PostgresUrl, SchemaMustBeAPlainIdentifier) {
   EXPECT_THAT(refused("postgres://127.0.0.1:1/db?schema=Locks"), HasSubstr("schema 'Locks'"));
   EXPECT_THAT(refused("postgres://127.0.0.1:1/db?schema=a;drop"), HasSubstr("schema"));

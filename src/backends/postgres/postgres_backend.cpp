@@ -97,6 +97,7 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
     } else if (key == "sslrootcert" || key == "sslcert" || key == "sslkey" || key == "sslcrl") {
       // Files, but for libpq's own words: sslrootcert=system (the
       // system's CAs) and an OpenSSL engine's sslkey=ENGINE:KEY.
+      if (value.empty()) return invalid(url, key + " needs a value");
       const bool named = (key == "sslrootcert" && value == "system") ||
                          (key == "sslkey" && value.find(':') != std::string::npos && value[0] != '/');
       if (!named)

@@ -95,7 +95,11 @@ Result<std::optional<Permit>> Semaphores::take_lease(const std::string& name, st
     const auto until = op_deadline();
     auto list = session_.watch_children(leases, signal, until);
     if (!list->wait_until(until)) return give_up(no_reply(step));
-    if (session_.reconnected_after(list->rc, until)) continue;  // the reply went with the connection: again
+    if (session_.reconnected_after(list->rc, until)) {  // the reply went with the connection: again
+      if (steady::now() < deadline) continue;
+      session_.unwatch(signal);
+      return give_up({});
+    }
     if (list->rc != ZOK && list->rc != ZNONODE) return give_up(to_status(list->rc, step, leases));
     const auto& children = list->children;
     if (std::find(children.begin(), children.end(), basename(node)) == children.end())

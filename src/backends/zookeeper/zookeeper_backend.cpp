@@ -76,6 +76,9 @@ struct Contender {
   bool last_blocker = false;  // it is the only one before ours that blocks us
   std::string then_watch;     // once it is gone, the only one left before ours (empty: list again)
   bool granted = false;
+  // When a reply of ours first went with the connection since the last
+  // one that came (zero: none did).
+  steady::time_point lost_reply_at{};
 };
 
 // `config` with the backend's events as where session changes go.
@@ -146,7 +149,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
         // The session expired (a new one queues anew), or the reply went
         // with the connection: look again once the client is connected.
         if (ours->rc == ZSESSIONEXPIRED) return Attempt(Busy{});
-        if (ours->rc != ZNONODE) return look_again_after(ours->rc, *c, deadline, step, c->node);
+        if (ours->rc != ZNONODE) return look_again_after(ours->rc, *c, step, c->node);
         c->node.clear();  // gone with its session: queue again
       } else if (!c->then_watch.empty()) {
         // It was the first of two: the other is the last one now.
@@ -173,7 +176,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     } else {
       auto list = session_.get_children(path, deadline);
       if (!list->wait_until(deadline)) return no_reply(step);
-      if (list->rc != ZOK && list->rc != ZNONODE) return look_again_after(list->rc, *c, deadline, step, path);
+      if (list->rc != ZOK && list->rc != ZNONODE) return look_again_after(list->rc, *c, step, path);
       children = std::move(list->children);
     }
     return decide(request, *c, path, children, sent, deadline, step, true);
@@ -469,8 +472,11 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       (void)c.signal->take_deleted();  // about an earlier blocker
       auto watched = session_.watch(c.watched, c.signal, deadline);
       if (!watched->wait_until(deadline)) return no_reply(step);
-      if (watched->rc == ZOK) return Attempt(Busy{});
-      if (watched->rc != ZNONODE) return look_again_after(watched->rc, c, deadline, step, c.watched);
+      if (watched->rc == ZOK) {
+        c.lost_reply_at = {};
+        return Attempt(Busy{});
+      }
+      if (watched->rc != ZNONODE) return look_again_after(watched->rc, c, step, c.watched);
       if (last) return grant(request, c, sent);
       if (c.then_watch.empty()) {
         c.signal->notify(false);  // list again now
@@ -482,14 +488,22 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     }
   }
 
-  // A waiter's step answered `rc`: if the reply went with the connection
-  // and the client is connected again before `deadline`, the waiter looks
-  // again at once (its node, if its session lived on, kept its place);
-  // only an ensemble out of reach until then fails the call.
-  Result<Attempt> look_again_after(int rc, Contender& c, steady::time_point deadline, const std::string& step,
-                                   const std::string& path) {
-    if (!session_.reconnected_after(rc, deadline)) return to_status(rc, step, path);
-    c.signal->notify(false);
+  // A waiter's step answered `rc`. A reply that went with the connection
+  // ends only this attempt: the session may well live on (the client
+  // reconnects within the session timeout, as after a server paused by its
+  // garbage collector), and the session wakes its waiters when it is
+  // connected again; the waiter then looks again, its node still in its
+  // place if the session lived on. It does not wait here (the async API's
+  // one thread runs every waiter's attempts). The call fails once replies
+  // have been going with the connection for op_timeout.
+  Result<Attempt> look_again_after(int rc, Contender& c, const std::string& step, const std::string& path) {
+    if (!Session::reply_lost(rc)) return to_status(rc, step, path);
+    const auto now = steady::now();
+    if (c.lost_reply_at == steady::time_point{}) c.lost_reply_at = now;
+    if (now - c.lost_reply_at >= session_.config().op_timeout) {
+      c.lost_reply_at = {};
+      return to_status(rc, step, path);
+    }
     return Attempt(Busy{});
   }
 
@@ -510,6 +524,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
       c.signal->notify(false);
       return Attempt(Busy{});
     }
+    c.lost_reply_at = {};
     Grant g;
     g.token = c.czxid;
     g.valid_until = sent + request.lease;
