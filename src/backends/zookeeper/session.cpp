@@ -464,11 +464,8 @@ Result<std::optional<Session::Created>> Session::find_created(const std::string&
     auto list = get_children(parent, deadline);
     if (!list->wait_until(deadline)) break;
     if (list->generation != generation) return std::optional<Created>();
-    if (reply_lost(list->rc)) {
-      // The client may not have noticed the drop yet: don't spin on it.
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      continue;
-    }
+    if (reconnected_after(list->rc, deadline)) continue;
+    if (reply_lost(list->rc)) break;  // not back before the deadline
     if (list->rc == ZNONODE) return std::optional<Created>();
     if (list->rc != ZOK) {
       delete_later_by_marker(parent, prefix);
@@ -480,7 +477,8 @@ Result<std::optional<Session::Created>> Session::find_created(const std::string&
     const std::string node = parent + "/" + *ours;
     auto stat = exists(node, deadline);  // its creation zxid: the fencing token
     if (!stat->wait_until(deadline)) break;
-    if (reply_lost(stat->rc)) continue;
+    if (reconnected_after(stat->rc, deadline)) continue;
+    if (reply_lost(stat->rc)) break;
     if (stat->rc == ZNONODE || stat->generation != generation) return std::optional<Created>();
     if (stat->rc != ZOK) {
       delete_later(node);
