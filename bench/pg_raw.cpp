@@ -1,15 +1,19 @@
 // dlock_bench_pg_raw — what PostgreSQL itself allows, for the postgres:// figures to be read against:
-// the statements a table-mode lock sends, issued with libpq the way dlock issues them and no lock
+// the statements a lock sends, issued with libpq the way dlock issues them and no lock
 // logic at all.
 //
 //   dlock_bench_pg_raw [--seconds S] [--max-ops N] URL
 //
 // URL is dlock's postgres://user[:password]@host[:port]/database (its ?options are dropped) or any
-// libpq URI. Three measurements on one kept connection; every statement is prepared once, and a
-// batch is sent as one pipeline closed by a sync — one round trip per batch, as
-// src/backends/postgres sends them:
+// libpq URI. Five measurements on one kept connection; every statement but the unprepared ones is
+// prepared once, and a batch is sent as one pipeline closed by a sync — one round trip per batch,
+// as src/backends/postgres sends them:
 //   select-1        SELECT 1: a round trip with nothing to do
 //   advisory-pairs  pg_advisory_lock(k), then pg_advisory_unlock(k): a session lock + unlock
+//   session-pairs   session mode's lock + unlock (src/backends/postgres/session_sql.h: the advisory
+//                   lock with its fencing-token upsert and idle limit, then the unlock): 2 round
+//                   trips, prepared; session-pairs-unprepared sends the same texts parsed and planned
+//                   each time
 //   table-pairs     dlock's table-mode lock + unlock (src/backends/sql/table_backend.cpp): the
 //                   acquire's [BEGIN, lock_fence, holders, waiters] and [drop_expired, bump_token,
 //                   insert_hold, dequeue, drop_dead_waiters, COMMIT], then the release's [BEGIN,
@@ -24,12 +28,14 @@
 // Exit status: 0; 70 if the connection or a statement failed; 64 on bad usage.
 #include "raw_limit.h"
 
+#include "backends/postgres/session_sql.h"
 #include "backends/postgres/spelling.h"
 
 #include <libpq-fe.h>
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -46,11 +52,14 @@ using Config = dlock_bench::RawArgs;  // target: the URL
 
 using dlock::detail::postgres::numbered;
 using dlock::detail::postgres::spelling;
+namespace session_sql = dlock::detail::postgres::session_sql;
 
-// One prepared statement of a batch and its parameters, as text.
+// One statement of a batch and its parameters, as text: prepared (`name`), or
+// parsed and planned on each send (`name` null, `text`).
 struct Send {
   const char* name;
   std::vector<std::string> params = {};
+  const char* text = nullptr;
 };
 
 struct Result {
@@ -97,15 +106,18 @@ class Connection {
     for (const Send& s : sends) {
       values.clear();
       for (const std::string& p : s.params) values.push_back(p.c_str());
-      if (!PQsendQueryPrepared(conn_, s.name, static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0))
-        throw std::runtime_error(std::string("sending ") + s.name + ": " + error());
+      const int sent = s.name ? PQsendQueryPrepared(conn_, s.name, static_cast<int>(values.size()), values.data(),
+                                                    nullptr, nullptr, 0)
+                              : PQsendQueryParams(conn_, s.text, static_cast<int>(values.size()), nullptr,
+                                                  values.data(), nullptr, nullptr, 0);
+      if (!sent) throw std::runtime_error(std::string("sending ") + (s.name ? s.name : s.text) + ": " + error());
     }
     if (!PQpipelineSync(conn_)) throw std::runtime_error("sync: " + error());  // flushes: blocking mode
     out.resize(sends.size());
     std::string first_error;
     for (std::size_t i = 0; i < sends.size(); ++i) {
       PGresult* r = PQgetResult(conn_);
-      if (!r) throw std::runtime_error("no result for " + std::string(sends[i].name) + ": " + error());
+      if (!r) throw std::runtime_error("no result for a statement: " + error());
       out[i].status = PQresultStatus(r);
       out[i].rows.resize(static_cast<std::size_t>(PQntuples(r)));
       for (int row = 0; row < PQntuples(r); ++row) {
@@ -114,7 +126,7 @@ class Connection {
         for (int c = 0; c < PQnfields(r); ++c) cells[static_cast<std::size_t>(c)] = PQgetvalue(r, row, c);
       }
       if (out[i].status != PGRES_COMMAND_OK && out[i].status != PGRES_TUPLES_OK && first_error.empty())
-        first_error = std::string(sends[i].name) + ": " + PQresultErrorMessage(r);
+        first_error = std::string(sends[i].name ? sends[i].name : sends[i].text) + ": " + PQresultErrorMessage(r);
       PQclear(r);
       if (PGresult* end = PQgetResult(conn_)) PQclear(end);  // the NULL after each statement's result
     }
@@ -126,6 +138,7 @@ class Connection {
   }
 
   int server_version() const { return PQserverVersion(conn_); }
+  pg_conn* raw() const { return conn_; }
 
  private:
   std::string error() const { return PQerrorMessage(conn_); }
@@ -150,10 +163,21 @@ void report(const Config& cfg, int server_version, const char* name, const char*
   std::fflush(stdout);
 }
 
+// What session mode uses as its advisory locks' first key: dlock_session_keys' OID, as an int4.
+std::string session_class_id(Connection& conn) {
+  PGresult* r = PQexec(conn.raw(), "SELECT 'dlock_session_keys'::regclass::oid");
+  const bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+  const std::string oid = ok ? PQgetvalue(r, 0, 0) : "";
+  const std::string why = ok ? "" : PQresultErrorMessage(r);
+  PQclear(r);
+  if (!ok) throw std::runtime_error("finding dlock_session_keys: " + why);
+  return std::to_string(static_cast<std::int32_t>(static_cast<std::uint32_t>(std::stoul(oid))));
+}
+
 void run(const Config& cfg) {
   Connection conn(cfg.target);
   const sql::Dialect dialect(spelling);
-  conn.script(dialect.schema(), "making dlock's tables");
+  conn.script(dialect.schema() + ";\n" + std::string(dlock::detail::postgres::session_schema), "making dlock's tables");
   const auto text = [&](sql::Stmt s) { return numbered(dialect.sql(s)); };
   const std::pair<const char*, sql::Stmt> used[] = {
       {"begin", sql::Stmt::begin},       {"commit", sql::Stmt::commit},
@@ -166,6 +190,9 @@ void run(const Config& cfg) {
   conn.prepare("select_1", "SELECT 1");
   conn.prepare("advisory_lock", "SELECT pg_advisory_lock($1)");
   conn.prepare("advisory_unlock", "SELECT pg_advisory_unlock($1)");
+  conn.prepare("session_lock", session_sql::try_lock);
+  conn.prepare("session_unlock", session_sql::unlock);
+  const std::string class_id = session_class_id(conn);
   conn.enter_pipeline();
   const int version = conn.server_version();
   std::vector<Result> out;
@@ -185,21 +212,43 @@ void run(const Config& cfg) {
   });
   report(cfg, version, "advisory-pairs", "pg_advisory_lock+pg_advisory_unlock", 2, 2, r);
 
+  // session-pairs: session mode's lock (advisory lock, token, idle limit) and unlock, as prepared
+  // statements (dlock's way) and, for comparison, parsed and planned on every send. The key is
+  // outside the ids dlock_session_keys hands out; the name is this process's own.
+  const std::string session_key = std::to_string(2'000'000'000 + ::getpid() % 100'000);
+  const std::string session_name = "dlock-bench-pg-raw-session-" + std::to_string(::getpid());
+  for (const bool prepared : {true, false}) {
+    const std::vector<Send> take_lock = {
+        {prepared ? "session_lock" : nullptr, {class_id, session_key, session_name, "30000"}, session_sql::try_lock}};
+    const std::vector<Send> give_back = {
+        {prepared ? "session_unlock" : nullptr, {class_id, session_key}, session_sql::unlock}};
+    r = timed_loop(cfg.seconds, cfg.max_ops, [&] {
+      conn.batch(take_lock, out);
+      if (out[0].rows.size() != 1 || out[0].rows[0][0] != "t") throw std::runtime_error("session lock: not granted");
+      conn.batch(give_back, out);
+      if (out[0].rows.size() != 1 || out[0].rows[0][0] != "t") throw std::runtime_error("session unlock: not held");
+    });
+    report(cfg, version, prepared ? "session-pairs" : "session-pairs-unprepared",
+           "dlock session-mode lock+unlock statements", 2, 2, r);
+  }
+
   // table-pairs: dlock's parameters, of about the sizes it sends (a client id is 32 hex digits).
   const std::string name = "dlock-bench-pg-raw-" + std::to_string(::getpid()), kind = "mutex", mode = "x";
   const std::string owner = "0123456789abcdef0123456789abcdef-1", lease_ms = "30000", data = "";
   const std::string holder = "host bench pid " + std::to_string(::getpid());
-  const std::vector<Send> look = {{"begin"}, {"lock_fence", {name, kind, "0"}}, {"holders", {name, kind}},
-                                  {"waiters", {name, kind}}};
+  const std::vector<Send> look = {
+      {"begin"}, {"lock_fence", {name, kind, "0"}}, {"holders", {name, kind}}, {"waiters", {name, kind}}};
   std::vector<Send> take = {{"drop_expired", {name, kind}},
                             {"bump_token", {name, kind, "0"}},
                             {"insert_hold", {name, kind, owner, mode, "", lease_ms, data, holder}},
                             {"dequeue", {name, kind, owner}},
                             {"drop_dead_waiters", {name, kind}},
                             {"commit"}};
-  std::vector<Send> release = {
-      {"begin"}, {"lock_fence", {name, kind, "0"}}, {"release", {name, kind, owner, mode, ""}},
-      {"heads", {name, kind, "1"}}, {"commit"}};
+  std::vector<Send> release = {{"begin"},
+                               {"lock_fence", {name, kind, "0"}},
+                               {"release", {name, kind, owner, mode, ""}},
+                               {"heads", {name, kind, "1"}},
+                               {"commit"}};
   std::vector<double> look_s, take_s, release_s;
   const auto since = [](dlock_bench::clock_type::time_point t) {
     return std::chrono::duration<double>(dlock_bench::clock_type::now() - t).count();

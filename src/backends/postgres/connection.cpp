@@ -197,17 +197,34 @@ Result<std::vector<sql::Rows>> PgConnection::run(std::span<const sql::Call> call
   return out;
 }
 
-Result<sql::Rows> PgConnection::exec(const std::string& text, std::string_view step) {
+Result<sql::Rows> PgConnection::exec(const std::string& text, std::string_view step, std::string* sqlstate) {
   if (!PQsendQuery(conn_, text.c_str())) return fail(step, PQerrorMessage(conn_));
-  return finish_plain(step, nullptr);
+  return finish_plain(step, sqlstate);
 }
 
 Result<sql::Rows> PgConnection::query(const std::string& text, std::span<const std::string> params,
                                       std::string_view step, std::string* sqlstate) {
   std::vector<const char*> values;
   for (const auto& p : params) values.push_back(p.c_str());
-  if (!PQsendQueryParams(conn_, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                         nullptr, 0))
+  if (!PQsendQueryParams(conn_, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr,
+                         0))
+    return fail(step, PQerrorMessage(conn_));
+  return finish_plain(step, sqlstate);
+}
+
+Result<sql::Rows> PgConnection::query_prepared(const std::string& text, std::span<const std::string> params,
+                                               std::string_view step, std::string* sqlstate) {
+  auto known = plain_names_.find(text);
+  if (known == plain_names_.end()) {
+    const std::string name = "dlock_plain_" + std::to_string(plain_names_.size());
+    if (!PQsendPrepare(conn_, name.c_str(), text.c_str(), 0, nullptr)) return fail(step, PQerrorMessage(conn_));
+    if (auto prepared = finish_plain(step, sqlstate); !prepared) return prepared.status();
+    known = plain_names_.emplace(text, name).first;
+  }
+  std::vector<const char*> values;
+  for (const auto& p : params) values.push_back(p.c_str());
+  if (!PQsendQueryPrepared(conn_, known->second.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
+                           nullptr, 0))
     return fail(step, PQerrorMessage(conn_));
   return finish_plain(step, sqlstate);
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -41,13 +42,20 @@ class PgConnection final : public sql::PooledConnection {
   Result<std::vector<sql::Rows>> run(std::span<const sql::Call> calls) override;
 
   // Runs SQL text with no parameters (several statements allowed), outside
-  // any pipeline. The last statement's rows.
-  Result<sql::Rows> exec(const std::string& text, std::string_view step);
+  // any pipeline. The last statement's rows; `sqlstate` (if given) receives
+  // a failure's SQLSTATE.
+  Result<sql::Rows> exec(const std::string& text, std::string_view step, std::string* sqlstate = nullptr);
 
   // One statement with text parameters ($1, $2, ...), outside any pipeline.
   // `sqlstate` (if given) receives a failure's SQLSTATE.
   Result<sql::Rows> query(const std::string& text, std::span<const std::string> params, std::string_view step,
                           std::string* sqlstate = nullptr);
+
+  // query(), for the statements a plain connection sends again and again:
+  // `text` is prepared on this connection the first time it is sent (one
+  // more round trip) and bound after that, with no parse or plan per call.
+  Result<sql::Rows> query_prepared(const std::string& text, std::span<const std::string> params, std::string_view step,
+                                   std::string* sqlstate = nullptr);
 
   // The listener's side: waits until notifications or `until`; calls
   // `each(payload)` for every one. unavailable if the connection failed.
@@ -70,7 +78,8 @@ class PgConnection final : public sql::PooledConnection {
   std::string redacted_url_;
   steady::time_point deadline_{};
   bool broken_ = false;
-  std::vector<std::string> names_;  // prepared statement per sql::Stmt
+  std::vector<std::string> names_;                            // prepared statement per sql::Stmt
+  std::unordered_map<std::string, std::string> plain_names_;  // query_prepared's: text -> name
 };
 
 }  // namespace dlock::detail::postgres

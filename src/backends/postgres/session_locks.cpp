@@ -8,6 +8,7 @@
 // in pg_advisory_lock with lock_timeout bounding its wait.
 #include "backends/postgres/session_locks.h"
 
+#include "backends/postgres/session_sql.h"
 #include "backends/sql/session_locks.h"
 
 namespace dlock::detail::postgres {
@@ -50,8 +51,7 @@ class PgSessionConnection final : public sql::SessionConnection {
 
   Result<bool> unlock(std::int64_t key, std::string_view step) override {
     const std::string params[] = {class_id_->as_int4, std::to_string(key)};
-    auto out = conn_->query(
-        "SELECT pg_advisory_unlock($1::int, $2::int), set_config('idle_session_timeout', '0', false)", params, step);
+    auto out = conn_->query_prepared(session_sql::unlock, params, step);
     if (!out) return out.status();
     return out->text(0, 0) == "t";
   }
@@ -93,37 +93,29 @@ class PgSessionConnection final : public sql::SessionConnection {
   }
 
  private:
-  // One round trip: the lock, and if it was granted the next token and the
-  // lease as the session's idle limit (`l` is evaluated once: it is
-  // referenced twice, so it is materialised).
+  // One round trip: the lock and, if granted, the token and the lease.
   Result<std::optional<std::int64_t>> try_lock(std::int64_t key, const LockRequest& request) {
     const std::string params[] = {class_id_->as_int4, std::to_string(key), request.name,
                                   std::to_string(request.lease.count())};
-    auto got = conn_->query(
-        "WITH l AS (SELECT pg_try_advisory_lock($1::int, $2::int) AS got), "
-        "t AS (INSERT INTO dlock_fences (name, kind, last_token, permits) SELECT $3, 'session', 1, 0 FROM l "
-        "WHERE got ON CONFLICT (name, kind) DO UPDATE SET last_token = dlock_fences.last_token + 1 "
-        "RETURNING last_token) "
-        "SELECT l.got, (SELECT last_token FROM t), "
-        "CASE WHEN l.got THEN set_config('idle_session_timeout', $4, false) END FROM l",
-        params, "acquiring '" + request.name + "'");
+    auto got = conn_->query_prepared(session_sql::try_lock, params, "acquiring '" + request.name + "'");
     if (!got) return got.status();
     if (got->text(0, 0) != "t") return std::optional<std::int64_t>();
     return std::optional<std::int64_t>(got->integer(0, 1));
   }
 
-  // pg_advisory_lock with lock_timeout = `wait`; then the token.
+  // pg_advisory_lock with lock_timeout = `wait`; then the token. Two round
+  // trips: the bound and the wait go as one simple query, which PostgreSQL
+  // runs as one implicit transaction — a wait that times out rolls its SET
+  // back (lock_timeout is op_timeout again), one that is granted keeps it
+  // until the token's statement sets it back.
   Result<std::optional<std::int64_t>> wait_lock(std::int64_t key, const LockRequest& request, milliseconds wait) {
     const std::string step = "waiting for '" + request.name + "'";
-    if (auto set = conn_->exec("SET lock_timeout = " + std::to_string(wait.count()), step); !set)
-      return set.status();
-    const std::string params[] = {class_id_->as_int4, std::to_string(key)};
     std::string sqlstate;
-    auto got = conn_->query("SELECT pg_advisory_lock($1::int, $2::int)", params, step, &sqlstate);
+    auto got = conn_->exec("SET lock_timeout = " + std::to_string(wait.count()) + "; SELECT pg_advisory_lock(" +
+                               class_id_->as_int4 + ", " + std::to_string(key) + ")",
+                           step, &sqlstate);
     conn_->set_deadline(steady::now() + op_timeout_);
-    auto reset = conn_->exec("SET lock_timeout = " + std::to_string(op_timeout_.count()), step);
-    if (!got && sqlstate != "55P03") return got.status();
-    if (!reset) return reset.status();  // a lock it got dies with the connection
+    if (!got && sqlstate != "55P03") return got.status();  // a lock it got dies with the connection
     if (!got) {
       // Not in time — unless the lock was granted as the timeout fired:
       // PostgreSQL then fails the statement and the session holds the lock
@@ -134,12 +126,10 @@ class PgSessionConnection final : public sql::SessionConnection {
       if (!held) return held.status();
       if (!*held) return std::optional<std::int64_t>();
     }
-    const std::string token_params[] = {request.name, std::to_string(request.lease.count())};
-    auto token = conn_->query(
-        "WITH t AS (INSERT INTO dlock_fences (name, kind, last_token, permits) VALUES ($1, 'session', 1, 0) "
-        "ON CONFLICT (name, kind) DO UPDATE SET last_token = dlock_fences.last_token + 1 RETURNING last_token) "
-        "SELECT last_token, set_config('idle_session_timeout', $2, false) FROM t",
-        token_params, "issuing a fencing token for '" + request.name + "'");
+    const std::string token_params[] = {request.name, std::to_string(request.lease.count()),
+                                        std::to_string(op_timeout_.count())};
+    auto token = conn_->query_prepared(session_sql::issue_token, token_params,
+                                       "issuing a fencing token for '" + request.name + "'");
     if (!token) return token.status();
     return std::optional<std::int64_t>(token->integer(0, 0));
   }
