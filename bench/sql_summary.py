@@ -15,10 +15,12 @@ DATABASES = {
         "title": "dlock postgres:// vs PostgreSQL's raw limit and tooz",
         "server": lambda v: "PostgreSQL %d.%d" % (v // 10000, v % 10000),
         "raw": [("select-1", "SELECT 1 %s/s"), ("advisory-pairs", "pg_advisory_lock+unlock %s pairs/s"),
+                ("session-pairs", "dlock's session-mode statements %s lock+unlock/s"),
+                ("session-pairs-unprepared", "the same, unprepared %s lock+unlock/s"),
                 ("table-pairs", "dlock's table-mode statements %s lock+unlock/s")],
         "client": "one libpq connection",
         "session_raw": "advisory-pairs",
-        "session_statements": None,
+        "session_statements": "session-pairs",
         "counter": ("server_transactions", "xact/op"),
         "tooz": "advisory",
         "explain": """tooz's acquire includes its new connection per lock. xact/op: the server's transactions per

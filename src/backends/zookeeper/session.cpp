@@ -429,16 +429,20 @@ void Session::unwatch(const std::shared_ptr<Signal>& signal) {
 }
 
 Status Session::create_parents(const std::string& path, steady::time_point deadline, std::string_view step) {
-  // Top down: each ancestor as a container (ZNODEEXISTS is fine).
-  std::vector<CallPtr> calls;
+  // Top down: each ancestor as a container (ZNODEEXISTS is fine), all sent
+  // again if a reply went with the connection (creating one twice is fine).
   std::vector<std::string> paths;
-  for (auto slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+  for (auto slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1))
     paths.push_back(path.substr(0, slash));
-    calls.push_back(create(paths.back(), ZOO_CONTAINER, deadline));
-  }
-  for (std::size_t i = 0; i < calls.size(); ++i) {
-    if (!calls[i]->wait_until(deadline)) return no_reply(step);
-    if (calls[i]->rc != ZOK && calls[i]->rc != ZNODEEXISTS) return to_status(calls[i]->rc, step, paths[i]);
+  for (bool again = true; again;) {
+    again = false;
+    std::vector<CallPtr> calls;
+    for (const std::string& parent : paths) calls.push_back(create(parent, ZOO_CONTAINER, deadline));
+    for (std::size_t i = 0; i < calls.size() && !again; ++i) {
+      if (!calls[i]->wait_until(deadline)) return no_reply(step);
+      again = reconnected_after(calls[i]->rc, deadline);
+      if (!again && calls[i]->rc != ZOK && calls[i]->rc != ZNODEEXISTS) return to_status(calls[i]->rc, step, paths[i]);
+    }
   }
   return {};
 }
