@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -271,13 +272,31 @@ TEST(EtcdFault, LeaderKilledWhileHeldKeepsTheLock) {
   Etcd etcd(dir, 3);
   ASSERT_TRUE(etcd.ok());
   const std::string url = etcd.url() + "/fault?ttl=5s";
-  auto holder_client = connect(url, {.op_timeout = 2s});
+  // What the holder's client says (a lost lock says why), timed from the kill.
+  std::mutex log_mu;
+  std::vector<std::string> log;
+  std::atomic<steady::rep> killed_at{steady::now().time_since_epoch().count()};
+  const auto record = [&](LogLevel, std::string_view message) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        steady::now() - steady::time_point(steady::duration(killed_at.load())))
+                        .count();
+    std::lock_guard lk(log_mu);
+    log.push_back(std::to_string(ms) + " ms: " + std::string(message));
+  };
+  const auto said = [&] {
+    std::lock_guard lk(log_mu);
+    std::string out;
+    for (const auto& line : log) out += "\n  " + line;
+    return out;
+  };
+  auto holder_client = connect(url, {.op_timeout = 2s, .log = record});
   auto held = holder_client->mutex("jobs");
   held.lock();
   const auto token = held.token();
 
   const int leader = etcd.leader();
   ASSERT_GT(leader, 0);
+  killed_at = steady::now().time_since_epoch().count();
   ASSERT_TRUE(etcd.act("kill", leader));
   // A client of its own, once the cluster has a leader again.
   std::shared_ptr<Client> other_client;
@@ -292,6 +311,7 @@ TEST(EtcdFault, LeaderKilledWhileHeldKeepsTheLock) {
   ASSERT_TRUE(other_client) << "no leader again within 15 s";
   auto other = other_client->mutex("jobs");
   const auto until = steady::now() + 8s;  // past the TTL: the lease must have been kept
+  bool told_why = false;
   while (steady::now() < until) {
     bool got = false;
     try {
@@ -301,7 +321,10 @@ TEST(EtcdFault, LeaderKilledWhileHeldKeepsTheLock) {
     }
     EXPECT_FALSE(got) << "a second holder while the first holds";
     if (got) other.unlock();
-    EXPECT_FALSE(held.lost()) << "the holder lost its lock to a leader change";
+    const bool lost = held.lost();
+    EXPECT_FALSE(lost) << "the holder lost its lock to a leader change"
+                       << (told_why ? std::string() : " (its client said, from the kill:" + said() + ")");
+    told_why = told_why || lost;
     std::this_thread::sleep_for(250ms);
   }
   EXPECT_EQ(held.token(), token);

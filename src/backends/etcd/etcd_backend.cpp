@@ -155,6 +155,7 @@ std::string contender_id(const LockRequest& request) {
 struct KeyGrant final : GrantState {
   std::string key;
   std::int64_t lease = 0;  // the lease the key is on
+  steady::time_point seen{};  // when the key was last seen ours (sent time of that read or of its create)
 };
 
 // A waiting thread's place in one lock's queue.
@@ -334,21 +335,42 @@ class EtcdBackend final : public Backend, public LockDriver {
   // One Txn reads back every key of the batch (up to etcd's 128 operations
   // per Txn): one round trip per batch. The client's lease itself is kept
   // alive by the session's keepalive stream.
+  //
+  // The read is linearizable: it needs a leader, so during an election it
+  // waits (or fails) until one is elected — longer than the third of the
+  // validity a renewal starts with. The lock is as valid as the lease its
+  // key is on, which the keepalive stream goes on renewing meanwhile, so:
+  // the read is given up before the holds' current deadlines, and a read
+  // that cannot reach the cluster carries them forward to the lease's
+  // (keepalive-confirmed) deadline, up to `lease` after the key was last
+  // seen. The read is retried; a key found gone then is reported lost, and
+  // a lease found lost drops every hold on it at once (Grant::dropped).
   void renew(std::span<Renewal> batch) override {
     constexpr std::size_t max_ops = 128;
     for (std::size_t from = 0; from < batch.size(); from += max_ops) {
       const auto part = batch.subspan(from, std::min(max_ops, batch.size() - from));
       const auto sent = steady::now();
       pb::TxnRequest t;
-      for (const Renewal& r : part)
+      auto due = steady::time_point::max();  // the earliest deadline among the batch's holds
+      for (const Renewal& r : part) {
         *t.add_success()->mutable_request_range() = one_key(static_cast<KeyGrant&>(*r.grant->state).key);
-      auto read = session_.txn(t, sent + session_.config().op_timeout, "renewing locks");
+        due = std::min(due, r.grant->valid_until);
+      }
+      // Back before `due`, with room for the lease keeper to take the
+      // outcome in (but always some time for the read itself).
+      constexpr std::chrono::milliseconds room{200}, least{100};
+      const auto deadline = std::min(sent + session_.config().op_timeout,
+                                     due - sent > room + least ? due - room : sent + least);
+      auto read = session_.txn(t, deadline, "renewing locks");
       for (std::size_t i = 0; i < part.size(); ++i) {
         Renewal& r = part[i];
-        const auto& g = static_cast<KeyGrant&>(*r.grant->state);
+        auto& g = static_cast<KeyGrant&>(*r.grant->state);
         const std::string step = "etcd: renewing '" + r.request->name + "'";
         if (!read) {
           r.outcome = read.status();
+          if (r.outcome.code() == errc::unavailable)
+            r.grant->valid_until = std::max(r.grant->valid_until,
+                                            std::min(g.seen + r.request->lease, session_.lease_deadline(g.lease)));
           continue;
         }
         const auto& kvs = read->responses(static_cast<int>(i)).response_range().kvs();
@@ -360,6 +382,7 @@ class EtcdBackend final : public Backend, public LockDriver {
           r.outcome = Status(errc::lock_lost, step + ": the client's lease was lost");
         } else {
           r.grant->valid_until = std::min(sent + r.request->lease, lease_until);
+          g.seen = sent;
           r.outcome = {};
         }
       }
@@ -588,6 +611,7 @@ class EtcdBackend final : public Backend, public LockDriver {
     auto state = std::make_unique<KeyGrant>();
     state->key = key;
     state->lease = lease.id;
+    state->seen = sent;
     if (request.mode == LeaseMode::fixed) {
       // The key moves onto a lease of its own that nobody renews (a Put
       // keeps its create revision, so the token stays).

@@ -341,7 +341,8 @@ void Session::remove_waiter(const std::shared_ptr<Signal>& signal) {
 // The keepalive loop: one stream at a time, a request every ttl/3 for the
 // live lease; a reader thread matches each answer to the time its request
 // was sent (etcd answers a stream's requests in order). A stream left
-// unanswered for op_timeout is dropped and opened again on the next member.
+// unanswered for op_timeout is dropped and opened again on the next member;
+// so is, at once, a stream the member ended (it was killed or restarted).
 void Session::keep_alive() {
   for (;;) {
     const std::size_t at = current();
@@ -351,6 +352,7 @@ void Session::keep_alive() {
         leases_[at]->LeaseKeepAlive(context.get());
     std::mutex sent_mu;
     std::deque<std::pair<std::int64_t, steady::time_point>> sent;  // guarded by sent_mu
+    bool ended = false;  // guarded by mu_: the stream ended (its member went): open the next one now
     std::thread reader([&] {
       name_this_thread("dlock-etcd-ka");
       pb::LeaseKeepAliveResponse response;
@@ -370,6 +372,14 @@ void Session::keep_alive() {
         if (response.id() == lease_id_)
           lease_until_ = std::max(lease_until_, sent_at + std::chrono::seconds(response.ttl()) - drift(response.ttl()));
       }
+      // A member killed or restarted ends the stream at once: move on now,
+      // not at the next keepalive (up to ttl/3 later, of a lease whose
+      // deadline runs from the last answered one).
+      {
+        std::lock_guard lk(mu_);
+        ended = true;
+      }
+      cv_.notify_all();
     });
 
     bool broken = false;
@@ -381,8 +391,12 @@ void Session::keep_alive() {
         // No lease to keep: idle, but for leases given up to revoke.
         const auto idle = given_up_.empty() ? steady::time_point::max() : steady::now() + milliseconds(200);
         const auto wake = lease_id_ == 0 ? idle : std::min(next_send, lease_until_);
-        cv_.wait_until(lk, wake, [&] { return stopping_; });
+        cv_.wait_until(lk, wake, [&] { return stopping_ || ended; });
         if (stopping_) break;
+        if (ended) {
+          broken = true;
+          break;
+        }
         id = lease_id_;
         if (id == 0) {
           if (given_up_.empty()) continue;
