@@ -142,7 +142,10 @@ struct Renewal {
   Grant* grant = nullptr;
   // ok: the lease was extended and grant->valid_until updated.
   // lock_lost / not_owner: the store no longer has it for us.
-  // unavailable: could not tell; core retries until valid_until passes.
+  // unavailable: could not tell; core retries until valid_until passes. A
+  // backend with other evidence that the hold lives on (etcd: the lease its
+  // key is on, kept by a stream of its own) may move valid_until forward
+  // to what that evidence proves, never past it.
   Status outcome;
 };
 

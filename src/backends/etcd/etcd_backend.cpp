@@ -342,8 +342,9 @@ class EtcdBackend final : public Backend, public LockDriver {
   // key is on, which the keepalive stream goes on renewing meanwhile, so:
   // the read is given up before the holds' current deadlines, and a read
   // that cannot reach the cluster carries them forward to the lease's
-  // (keepalive-confirmed) deadline, up to `lease` after the key was last
-  // seen. The read is retried; a key found gone then is reported lost, and
+  // (keepalive-confirmed) deadline, up to the lock's lease or the client's
+  // ttl, the shorter, after the key was last seen (a force_unlock done
+  // meanwhile goes unseen no longer than that). The read is retried; a key found gone then is reported lost, and
   // a lease found lost drops every hold on it at once (Grant::dropped).
   void renew(std::span<Renewal> batch) override {
     constexpr std::size_t max_ops = 128;
@@ -362,6 +363,7 @@ class EtcdBackend final : public Backend, public LockDriver {
       const auto deadline = std::min(sent + session_.config().op_timeout,
                                      due - sent > room + least ? due - room : sent + least);
       auto read = session_.txn(t, deadline, "renewing locks");
+      const steady::duration ttl = session_.lease_ttl();
       for (std::size_t i = 0; i < part.size(); ++i) {
         Renewal& r = part[i];
         auto& g = static_cast<KeyGrant&>(*r.grant->state);
@@ -370,7 +372,8 @@ class EtcdBackend final : public Backend, public LockDriver {
           r.outcome = read.status();
           if (r.outcome.code() == errc::unavailable)
             r.grant->valid_until = std::max(r.grant->valid_until,
-                                            std::min(g.seen + r.request->lease, session_.lease_deadline(g.lease)));
+                                            std::min(g.seen + std::min<steady::duration>(r.request->lease, ttl),
+                                                     session_.lease_deadline(g.lease)));
           continue;
         }
         const auto& kvs = read->responses(static_cast<int>(i)).response_range().kvs();

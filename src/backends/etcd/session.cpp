@@ -184,6 +184,9 @@ Status Session::call(steady::time_point deadline, std::string_view step, Call&& 
   std::optional<grpc::Status> unreachable;  // the last member that could not be reached, and why
   for (std::size_t tries = 0;; ++tries) {
     const std::size_t at = current();
+    // A call given much less than op_timeout (a renewal read due soon, a
+    // short try_lock_for) that runs out says nothing against the member.
+    const bool full_time = deadline - steady::now() >= config_.op_timeout / 2;
     grpc::ClientContext context;
     prepare(context, deadline);
     const grpc::Status s = call(at, context);
@@ -194,7 +197,8 @@ Status Session::call(steady::time_point deadline, std::string_view step, Call&& 
       if (Status a = authenticate(deadline); !a) return a;
       continue;
     }
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+        (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && full_time))
       rotate(at);
     if (s.error_code() == grpc::StatusCode::UNAVAILABLE) unreachable = s;
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE || steady::now() >= deadline)
@@ -344,6 +348,11 @@ void Session::remove_waiter(const std::shared_ptr<Signal>& signal) {
 // unanswered for op_timeout is dropped and opened again on the next member;
 // so is, at once, a stream the member ended (it was killed or restarted).
 void Session::keep_alive() {
+  // Streams that end unanswered (every member down, or an idle client's
+  // stream, which asks nothing) are opened again less and less often, and
+  // said once: the outage, not each try.
+  milliseconds pause{100};
+  bool told = false;
   for (;;) {
     const std::size_t at = current();
     auto context = std::make_shared<grpc::ClientContext>();
@@ -352,7 +361,8 @@ void Session::keep_alive() {
         leases_[at]->LeaseKeepAlive(context.get());
     std::mutex sent_mu;
     std::deque<std::pair<std::int64_t, steady::time_point>> sent;  // guarded by sent_mu
-    bool ended = false;  // guarded by mu_: the stream ended (its member went): open the next one now
+    bool ended = false;     // guarded by mu_: the stream ended (its member went): open the next one now
+    bool answered = false;  // guarded by mu_: it answered a keepalive
     std::thread reader([&] {
       name_this_thread("dlock-etcd-ka");
       pb::LeaseKeepAliveResponse response;
@@ -369,6 +379,7 @@ void Session::keep_alive() {
           continue;
         }
         std::lock_guard lk(mu_);
+        answered = true;
         if (response.id() == lease_id_)
           lease_until_ = std::max(lease_until_, sent_at + std::chrono::seconds(response.ttl()) - drift(response.ttl()));
       }
@@ -393,20 +404,20 @@ void Session::keep_alive() {
         const auto wake = lease_id_ == 0 ? idle : std::min(next_send, lease_until_);
         cv_.wait_until(lk, wake, [&] { return stopping_ || ended; });
         if (stopping_) break;
+        id = lease_id_;
+        if (id != 0 && steady::now() >= lease_until_) {  // first, even if the stream ended
+          lk.unlock();
+          lose_lease(id, "no keepalive was answered before its deadline");
+          continue;
+        }
         if (ended) {
           broken = true;
           break;
         }
-        id = lease_id_;
         if (id == 0) {
           if (given_up_.empty()) continue;
           lk.unlock();
           revoke_given_up(steady::now() + config_.op_timeout);
-          continue;
-        }
-        if (steady::now() >= lease_until_) {
-          lk.unlock();
-          lose_lease(id, "no keepalive was answered before its deadline");
           continue;
         }
         if (steady::now() < next_send) continue;
@@ -436,14 +447,19 @@ void Session::keep_alive() {
     context->TryCancel();
     reader.join();
     (void)stream->Finish();
+    bool was_up;
     {
       std::unique_lock lk(mu_);
       if (stopping_) return;
+      was_up = answered;
     }
     rotate(at);
-    events_.connection_lost("etcd keepalive stream");
+    if (was_up) told = false;
+    if (!told) events_.connection_lost("etcd keepalive stream");
+    told = true;
+    pause = was_up ? milliseconds(100) : std::min(pause * 2, milliseconds(500));
     std::unique_lock lk(mu_);
-    cv_.wait_for(lk, milliseconds(100), [&] { return stopping_; });
+    cv_.wait_for(lk, pause, [&] { return stopping_; });
     if (stopping_) return;
   }
 }

@@ -212,12 +212,12 @@ Result<sql::Rows> PgConnection::query(const std::string& text, std::span<const s
   return finish_plain(step, sqlstate);
 }
 
-Result<sql::Rows> PgConnection::query_prepared(const std::string& text, std::span<const std::string> params,
+Result<sql::Rows> PgConnection::query_prepared(const char* text, std::span<const std::string> params,
                                                std::string_view step, std::string* sqlstate) {
   auto known = plain_names_.find(text);
   if (known == plain_names_.end()) {
     const std::string name = "dlock_plain_" + std::to_string(plain_names_.size());
-    if (!PQsendPrepare(conn_, name.c_str(), text.c_str(), 0, nullptr)) return fail(step, PQerrorMessage(conn_));
+    if (!PQsendPrepare(conn_, name.c_str(), text, 0, nullptr)) return fail(step, PQerrorMessage(conn_));
     if (auto prepared = finish_plain(step, sqlstate); !prepared) return prepared.status();
     known = plain_names_.emplace(text, name).first;
   }

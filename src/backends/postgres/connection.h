@@ -52,9 +52,10 @@ class PgConnection final : public sql::PooledConnection {
                           std::string* sqlstate = nullptr);
 
   // query(), for the statements a plain connection sends again and again:
-  // `text` is prepared on this connection the first time it is sent (one
-  // more round trip) and bound after that, with no parse or plan per call.
-  Result<sql::Rows> query_prepared(const std::string& text, std::span<const std::string> params, std::string_view step,
+  // `text` (a constant: it is known by its address) is prepared on this
+  // connection the first time it is sent (one more round trip) and bound
+  // after that, with no parse or plan per call.
+  Result<sql::Rows> query_prepared(const char* text, std::span<const std::string> params, std::string_view step,
                                    std::string* sqlstate = nullptr);
 
   // The listener's side: waits until notifications or `until`; calls
@@ -79,7 +80,7 @@ class PgConnection final : public sql::PooledConnection {
   steady::time_point deadline_{};
   bool broken_ = false;
   std::vector<std::string> names_;                            // prepared statement per sql::Stmt
-  std::unordered_map<std::string, std::string> plain_names_;  // query_prepared's: text -> name
+  std::unordered_map<const char*, std::string> plain_names_;  // query_prepared's: text -> name
 };
 
 }  // namespace dlock::detail::postgres

@@ -105,13 +105,12 @@ class PgSessionConnection final : public sql::SessionConnection {
 
   // pg_advisory_lock with lock_timeout = `wait`; then the token. Two round
   // trips: the bound and the wait go as one simple query, which PostgreSQL
-  // runs as one implicit transaction — a wait that times out rolls its SET
-  // back (lock_timeout is op_timeout again), one that is granted keeps it
-  // until the token's statement sets it back.
+  // runs as one implicit transaction, so SET LOCAL bounds this wait alone
+  // (after it, granted or not, lock_timeout is op_timeout again).
   Result<std::optional<std::int64_t>> wait_lock(std::int64_t key, const LockRequest& request, milliseconds wait) {
     const std::string step = "waiting for '" + request.name + "'";
     std::string sqlstate;
-    auto got = conn_->exec("SET lock_timeout = " + std::to_string(wait.count()) + "; SELECT pg_advisory_lock(" +
+    auto got = conn_->exec("SET LOCAL lock_timeout = " + std::to_string(wait.count()) + "; SELECT pg_advisory_lock(" +
                                class_id_->as_int4 + ", " + std::to_string(key) + ")",
                            step, &sqlstate);
     conn_->set_deadline(steady::now() + op_timeout_);
@@ -126,8 +125,7 @@ class PgSessionConnection final : public sql::SessionConnection {
       if (!held) return held.status();
       if (!*held) return std::optional<std::int64_t>();
     }
-    const std::string token_params[] = {request.name, std::to_string(request.lease.count()),
-                                        std::to_string(op_timeout_.count())};
+    const std::string token_params[] = {request.name, std::to_string(request.lease.count())};
     auto token = conn_->query_prepared(session_sql::issue_token, token_params,
                                        "issuing a fencing token for '" + request.name + "'");
     if (!token) return token.status();

@@ -1,7 +1,6 @@
-// session_sql.h — the statements session mode (session_locks.cpp) sends on
-// its hot path, in one place so that bench/pg_raw.cpp measures the server
-// running exactly these texts. $1, $2: dlock's class id (int4) and the
-// name's key; $3: the name; $4: the lease in ms.
+// session_sql.h — the table session mode (session_locks.cpp) needs besides
+// the recipe's, and the statements it sends on its hot path, in one place
+// so that bench/pg_raw.cpp measures the server running exactly these texts.
 #pragma once
 
 #include <string_view>
@@ -17,8 +16,9 @@ namespace session_sql {
 
 // One round trip: the lock, and if it was granted the next fencing token and
 // the lease as the session's idle limit (`l` is evaluated once: it is
-// referenced twice, so it is materialised). Row: got, token (NULL unless
-// got), the idle limit.
+// referenced twice, so it is materialised). $1, $2: dlock's class id (int4)
+// and the name's key; $3: the name; $4: the lease in ms. Row: got, token
+// (NULL unless got), the idle limit.
 inline constexpr const char* try_lock =
     "WITH l AS (SELECT pg_try_advisory_lock($1::int, $2::int) AS got), "
     "t AS (INSERT INTO dlock_fences (name, kind, last_token, permits) SELECT $3, 'session', 1, 0 FROM l "
@@ -27,16 +27,15 @@ inline constexpr const char* try_lock =
     "SELECT l.got, (SELECT last_token FROM t), "
     "CASE WHEN l.got THEN set_config('idle_session_timeout', $4, false) END FROM l";
 
-// After a blocking pg_advisory_lock: the next fencing token, the idle limit,
-// and lock_timeout back to op_timeout. $1: the name; $2: the lease in ms;
-// $3: op_timeout in ms.
+// After a blocking pg_advisory_lock: the next fencing token and the idle
+// limit. $1: the name; $2: the lease in ms.
 inline constexpr const char* issue_token =
     "WITH t AS (INSERT INTO dlock_fences (name, kind, last_token, permits) VALUES ($1, 'session', 1, 0) "
     "ON CONFLICT (name, kind) DO UPDATE SET last_token = dlock_fences.last_token + 1 RETURNING last_token) "
-    "SELECT last_token, set_config('idle_session_timeout', $2, false), set_config('lock_timeout', $3, false) "
-    "FROM t";
+    "SELECT last_token, set_config('idle_session_timeout', $2, false) FROM t";
 
-// The release, and no idle limit while nothing is held. Row: whether it was held.
+// The release, and no idle limit while nothing is held. $1, $2 as try_lock's.
+// Row: whether it was held.
 inline constexpr const char* unlock =
     "SELECT pg_advisory_unlock($1::int, $2::int), set_config('idle_session_timeout', '0', false)";
 

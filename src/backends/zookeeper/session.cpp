@@ -235,7 +235,7 @@ bool Session::reconnected_after(int rc, steady::time_point deadline) {
   if (!reply_lost(rc)) return false;
   // The client may not have noticed the drop yet: don't spin on it.
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  return wait_connected(deadline);
+  return steady::now() < deadline && wait_connected(deadline);
 }
 
 std::int64_t Session::session_id() const {
