@@ -174,6 +174,37 @@ TEST(EtcdFault, StoppedServerFailsCallsWithinTheirTimeout) {
   m.unlock();
 }
 
+// A cluster that is down is one lost connection in the client's stats, not
+// one per try to open its keepalive stream again (which go on, backing off),
+// and the client works again once the cluster is back.
+TEST(EtcdFault, ADownClusterIsOneDisconnectAndTheClientRecovers) {
+  TempDir dir;
+  Etcd etcd(dir, 1);
+  ASSERT_TRUE(etcd.ok());
+  auto client = connect(etcd.url() + "/fault?ttl=5s", {.op_timeout = 500ms});
+  auto m = client->mutex("jobs");
+  ASSERT_TRUE(m.try_lock());  // the client has its lease, and a stream keeping it
+  m.unlock();
+  ASSERT_EQ(client->stats().disconnects, 0u);
+  ASSERT_TRUE(etcd.act("kill"));
+  std::this_thread::sleep_for(3s);  // every stream opened meanwhile ends at once, unanswered
+  EXPECT_EQ(client->stats().disconnects, 1u) << "each try to reopen the stream counted as a disconnect";
+  ASSERT_TRUE(etcd.act("start-node"));
+  // Calls fail `unavailable` until the client's channel reconnects, which
+  // has taken 5-10 s after a lone member's restart (gRPC's own reconnection).
+  bool got = false;
+  for (const auto until = steady::now() + scaled(30s); !got && steady::now() < until;) {
+    try {
+      got = m.try_lock();
+    } catch (const Error& e) {
+      ASSERT_EQ(e.kind(), errc::unavailable) << e.what();
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  EXPECT_TRUE(got) << "no recovery after the cluster came back";
+  if (got) m.unlock();
+}
+
 // The holder's lease cannot be kept alive while the server is stopped: it is
 // told `lost` by the lease's local deadline, before the server (resumed)
 // lets another client in, and its fenced write is refused.
