@@ -181,7 +181,8 @@ TEST(EtcdFault, ADownClusterIsOneDisconnectAndTheClientRecovers) {
   TempDir dir;
   Etcd etcd(dir, 1);
   ASSERT_TRUE(etcd.ok());
-  auto client = connect(etcd.url() + "/fault?ttl=5s", {.op_timeout = 500ms});
+  // op_timeout: room for a fresh member's first lease grant on a loaded machine.
+  auto client = connect(etcd.url() + "/fault?ttl=5s", {.op_timeout = 2s});
   auto m = client->mutex("jobs");
   ASSERT_TRUE(m.try_lock());  // the client has its lease, and a stream keeping it
   m.unlock();
