@@ -285,7 +285,7 @@ TEST_P(Conformance, HolderPausedPastFixedLeaseIsFencedOff) {
   holder.write_line("write");
   ASSERT_EQ(holder.read_line(scaled(5s)), std::optional<std::string>("write accepted lost=0"));
 
-  holder.signal(SIGSTOP);
+  ASSERT_TRUE(stop_process(holder.pid()));
   auto c = client();
   auto m = c->mutex(lock_name());
   ASSERT_TRUE(m.try_lock_for(scaled(5s))) << "a stopped holder's fixed lease never ran out";

@@ -108,7 +108,7 @@ TEST_P(FileFault, AStoppedHolderLosesItsShareAtItsLeaseAndIsFencedOff) {
   ASSERT_TRUE(line && line->starts_with("acquired ")) << line.value_or("<nothing>");
   held->write_line("write");
   ASSERT_EQ(held->read_line(scaled(5s)), std::optional<std::string>("write accepted lost=0"));
-  held->signal(SIGSTOP);
+  ASSERT_TRUE(stop_process(held->pid()));
   auto other = contender();
   const auto start = steady::now();
   ASSERT_TRUE(other.take(scaled(5s))) << "a stopped holder's fixed lease never ran out";

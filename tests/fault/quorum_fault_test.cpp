@@ -84,7 +84,7 @@ class QuorumFault : public ::testing::Test {
     ::kill(node_pid(node), SIGKILL);
     ASSERT_TRUE(eventually([&] { return ::kill(node_pid(node), 0) != 0; }, 5s)) << "node " << node << " survived SIGKILL";
   }
-  void stop_node(int node) { ASSERT_EQ(::kill(node_pid(node), SIGSTOP), 0); }
+  void stop_node(int node) { ASSERT_TRUE(stop_process(node_pid(node))); }
   // A fresh redis-server (no data) on the node's port.
   void restart(int node) {
     const std::string out = shell_output(std::string(DLOCK_REDIS_SCRIPT) + " restart " + node_dir(node) + " 2>&1");

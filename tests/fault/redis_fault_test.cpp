@@ -114,7 +114,7 @@ TEST_F(RedisFault, StoppedServerFailsCallsWithinTheirTimeout) {
   auto m = client->mutex("stopped");
   ASSERT_TRUE(m.try_lock());
   m.unlock();
-  ::kill(server_pid(), SIGSTOP);
+  ASSERT_TRUE(stop_process(server_pid()));
   for (int i = 0; i < 2; ++i) {
     auto start = steady::now();
     try {
@@ -149,7 +149,7 @@ TEST_F(RedisFault, StoppedServerFailsPendingAsyncAcquisitionsInBoundedTime) {
   std::vector<std::future<Hold>> waiting;
   for (int i = 0; i < 20; ++i) waiting.push_back(m.async_lock());
   std::this_thread::sleep_for(scaled(200ms));
-  ::kill(server_pid(), SIGSTOP);
+  ASSERT_TRUE(stop_process(server_pid()));
   const auto stopped = steady::now();
   auto fresh = client->mutex("stopped-async-free").async_lock();
   for (auto* f : {&fresh, &waiting.front(), &waiting.back()}) {
@@ -381,7 +381,7 @@ TEST_F(RedisFault, StoppedServerTellsPermitAndLeaderHoldersTheyLost) {
   semaphore.acquire();
   election.campaign("me");
   auto permit_stop = semaphore.stop_token(), leader_stop = election.stop_token();
-  ::kill(server_pid(), SIGSTOP);
+  ASSERT_TRUE(stop_process(server_pid()));
   const std::vector<std::pair<std::string, std::function<void()>>> calls = {
       {"semaphore.try_acquire_for", [&] { (void)semaphore.try_acquire_for(10s); }},
       {"election.leader", [&] { (void)election.leader(); }},
@@ -431,7 +431,7 @@ TEST_F(RedisFault, ALeaderPausedPastItsLeaseIsReplacedAndFencedOff) {
   auto client = dlock::connect(base_url());
   auto candidate = client->election("jobs", {.lease = 1s});
   ASSERT_EQ(candidate.leader(), "worker-" + std::to_string(leader.pid()));
-  leader.signal(SIGSTOP);
+  ASSERT_TRUE(stop_process(leader.pid()));
   const auto paused = steady::now();
   ASSERT_TRUE(candidate.campaign_for(scaled(10s), "new"));
   const auto took = steady::now() - paused;
@@ -502,7 +502,7 @@ TEST_F(RedisFault, UnlockDoesNotWaitForTheServer) {
   auto m = client->mutex("async"), checked = client->mutex("checked");
   m.lock();
   checked.lock();
-  ::kill(server_pid(), SIGSTOP);
+  ASSERT_TRUE(stop_process(server_pid()));
   auto start = steady::now();
   m.unlock();
   const auto unlock_took = steady::now() - start;

@@ -79,7 +79,9 @@ class RedisSentinelFault : public ::testing::Test {
   void signal_node(const std::string& port, int sig) {
     std::ifstream in(dir_.path() + "/node-" + port + ".pid");
     pid_t pid = 0;
-    if (in >> pid && pid > 0) ::kill(pid, sig);
+    if (!(in >> pid && pid > 0)) return;
+    if (sig == SIGSTOP) EXPECT_TRUE(stop_process(pid)) << "node " << port << " did not stop";  // every thread, not just the signal sent
+    else ::kill(pid, sig);
   }
   std::string cli(const std::string& port, const std::string& args) {
     return trimmed(shell_output("timeout 5 redis-cli -h 127.0.0.1 -p " + port + " " + args + " 2>/dev/null"));

@@ -369,7 +369,7 @@ TEST_F(ZooKeeperFault, WaiterStoppedPastItsSessionAsTheLockIsHandedToItIsNotGran
   auto waiter = held.waiter();
   ASSERT_TRUE(eventually([&] { return count_children(hosts(held.zk), root() + "/handed") == 2; }, 10s))
       << "the waiter never queued";
-  waiter.signal(SIGSTOP);
+  ASSERT_TRUE(stop_process(waiter.pid()));
   held.holder.unlock();  // the waiter's watch fires into its stopped process
   ASSERT_TRUE(eventually([&] { return count_children(hosts(held.zk), root() + "/handed") == 0; }, 15s))
       << "the stopped waiter's session never expired";
@@ -397,7 +397,7 @@ TEST_F(ZooKeeperFault, WaiterStoppedTwoPlacesBackIsNotGrantedOnANewSessionsAnswe
   auto waiter = held.waiter();
   ASSERT_TRUE(eventually([&] { return count_children(hosts(held.zk), root() + "/handed2") == 3; }, 10s))
       << "the waiter never queued";
-  waiter.signal(SIGSTOP);
+  ASSERT_TRUE(stop_process(waiter.pid()));
   held.holder.unlock();  // the middle one takes it, then lets it go
   middle.join();
   ASSERT_TRUE(eventually([&] { return count_children(hosts(held.zk), root() + "/handed2") == 0; }, 15s))

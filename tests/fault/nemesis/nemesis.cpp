@@ -448,7 +448,7 @@ class Run {
       case Fault::pause_client: {
         auto& w = *workers_[victim()];
         record(w.pid(), "start", f);
-        w.signal(SIGSTOP);
+        (void)stop_process(w.pid());  // every thread stopped before the pause is timed
         std::this_thread::sleep_for(past_lease);
         w.signal(SIGCONT);
         record(w.pid(), "stop", f);
