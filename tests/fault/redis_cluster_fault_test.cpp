@@ -12,7 +12,7 @@
 //     lost (the lock is free at once when all are done), and the lock's
 //     keys are on the new master;
 //   - wake-ups reach only the shard that owns the lock, and follow its slot
-//     when it migrates;
+//     when it migrates, and a stopped master does not hold up the others';
 //   - after a failover, holds in the moved slots are re-validated at once;
 //   - a SIGKILLed master: the replica is promoted, the clients follow it
 //     (the gap is printed; a double grant is possible and reported);
@@ -30,6 +30,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -98,6 +99,29 @@ class RedisClusterFault : public ::testing::Test {
     ASSERT_TRUE(m.try_lock_for(scaled(2s)));
     EXPECT_EQ(cli(port, "EXISTS 'dlock:{" + name + "}:lock'"), "1") << "the lock is not on master " << port;
     m.unlock();
+  }
+
+  // One turn: `held` is taken, `wanted`'s thread queues, `between` runs,
+  // then the release; how long `wanted` took to get the lock after it (-1:
+  // never).
+  long long handoff_delay(Mutex& held, Mutex& wanted, const std::function<void()>& between = [] {}) {
+    EXPECT_TRUE(held.try_lock_for(scaled(2s)));
+    std::atomic<bool> got{false};
+    steady::time_point got_at{};
+    std::thread t([&] {
+      if (wanted.try_lock_for(scaled(10s))) {
+        got_at = steady::now();
+        got = true;
+        wanted.unlock();  // (on the thread that holds it)
+      }
+    });
+    std::this_thread::sleep_for(300ms);  // queued and subscribed
+    between();
+    const auto released = steady::now();
+    held.unlock();
+    t.join();
+    EXPECT_TRUE(got) << "the waiter never got the lock";
+    return got ? ms(got_at - released) : -1;
   }
 
   TempDir dir_;
@@ -303,27 +327,7 @@ TEST_F(RedisClusterFault, WakeUpsGoToTheOwningShardAndFollowAMigration) {
   auto waiter = dlock::connect(url_, {.op_timeout = 1s});
   auto held = holder->mutex(name, {.lease = 30s});
   auto wanted = waiter->mutex(name, {.lease = 30s});
-  // One turn: `held` is taken, the waiter queues, `between` runs, then the
-  // release; how long the waiter took to get the lock after it.
-  auto turn = [&](const std::function<void()>& between) {
-    EXPECT_TRUE(held.try_lock_for(scaled(2s)));
-    std::atomic<bool> got{false};
-    steady::time_point got_at{};
-    std::thread t([&] {
-      if (wanted.try_lock_for(scaled(10s))) {
-        got_at = steady::now();
-        got = true;
-        wanted.unlock();  // (on the thread that holds it)
-      }
-    });
-    std::this_thread::sleep_for(200ms);  // queued and subscribed
-    between();
-    const auto released = steady::now();
-    held.unlock();
-    t.join();
-    EXPECT_TRUE(got) << "the waiter never got the lock";
-    return got ? ms(got_at - released) : -1;
-  };
+  auto turn = [&](const std::function<void()>& between) { return handoff_delay(held, wanted, between); };
   const long long first = turn([&] {
     for (const auto& port : masters_) {
       if (port == from) EXPECT_NE(channels_on(port), "") << "the waiter is not subscribed on the lock's master";
@@ -377,6 +381,71 @@ TEST_F(KilledMaster, ClientsFindThePromotedReplicaAndKeepTakingTurns) {
               static_cast<unsigned long long>(outcome.counts.stale_rejected),
               static_cast<unsigned long long>(outcome.counts.duplicate_tokens));
   EXPECT_GT(outcome.gap_ms, 0) << "no acquisition after the kill";
+}
+
+// A master that stops answering (SIGSTOPped): the other masters' wake-ups
+// still come at once. When the waiting client's subscriber loses its link
+// to the stopped master it reads the slot map again, which asks the
+// masters in the map's order, the stopped one first here: with a password
+// a new connection to it hangs at AUTH until op_timeout. That read (and
+// any connection to a master) is the subscriber's connector thread's; it
+// was the subscriber's own, which then read no other master's messages.
+class StoppedMaster : public RedisClusterFault {
+ protected:
+  StoppedMaster() { node_timeout_ms_ = "60000"; }  // no failover while it is stopped
+};
+
+TEST_F(StoppedMaster, WakeUpsFromTheOtherMastersStillComeAtOnce) {
+  // The masters in the order CLUSTER SLOTS names them (the slot map's).
+  std::vector<std::string> order;
+  std::istringstream slots(cli(masters_[0], "CLUSTER SLOTS"));
+  for (std::string line; std::getline(slots, line);)
+    if (std::find(masters_.begin(), masters_.end(), line) != masters_.end() &&
+        std::find(order.begin(), order.end(), line) == order.end())
+      order.push_back(line);
+  ASSERT_EQ(order.size(), 3u);
+  // A name on the last master, and one on the first, which will stop.
+  std::string name, stalled_name;
+  for (int i = 0; (name.empty() || stalled_name.empty()) && i < 256; ++i) {
+    const std::string candidate = "stock:" + std::to_string(i), at = master_of(slot_of(candidate));
+    if (at == order.back() && name.empty()) name = candidate;
+    if (at == order.front() && stalled_name.empty()) stalled_name = candidate;
+  }
+  ASSERT_FALSE(name.empty() || stalled_name.empty());
+  const std::string pid_text = trimmed(script("pid " + order.front()));
+  ASSERT_FALSE(pid_text.empty());
+  const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+  for (const auto& port : masters_) ASSERT_EQ(cli(port, "CONFIG SET requirepass s3cret-pw"), "OK");
+  const std::string url = "redis+cluster://default:s3cret-pw@" + url_.substr(std::string("redis+cluster://").size());
+  auto holder = dlock::connect(url, {.op_timeout = 1s});
+  auto waiter = dlock::connect(url, {.op_timeout = 1s});
+
+  // The waiter's client subscribes on the first master, which then stops.
+  auto blocker = holder->mutex(stalled_name, {.lease = 30s});
+  ASSERT_TRUE(blocker.try_lock());
+  std::thread parked([&] {
+    try {
+      (void)waiter->mutex(stalled_name).try_lock_for(scaled(2s));
+    } catch (const Error&) {
+    }
+  });
+  std::this_thread::sleep_for(300ms);  // queued and subscribed there
+  ASSERT_TRUE(stop_process(pid));
+  parked.join();
+  // Its link's PING goes unanswered (1 s, then op_timeout): the link is dropped.
+  std::this_thread::sleep_for(scaled(2500ms));
+
+  auto held = holder->mutex(name, {.lease = 30s});
+  auto wanted = waiter->mutex(name, {.lease = 30s});
+  std::vector<long long> delays;  // release -> the waiter has the lock, per turn
+  for (int i = 0; i < 4; ++i) delays.push_back(handoff_delay(held, wanted));
+  ::kill(pid, SIGCONT);
+  std::string list;
+  for (long long d : delays) list += std::to_string(d) + " ";
+  std::printf("woken after the release (ms): %s\n", list.c_str());
+  EXPECT_GE(*std::min_element(delays.begin(), delays.end()), 0);
+  EXPECT_LT(*std::max_element(delays.begin(), delays.end()), scaled(250ms).count())
+      << "a wake-up waited for the stopped master: " << list;
 }
 
 // Names land on every master, and one client holds locks on all of them at

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <initializer_list>
 #include <vector>
@@ -61,6 +62,9 @@ struct Subscriber::Link {
   Link(const Config& config, Endpoint master) : at(std::move(master)), conn(config, nullptr) {}
   const Endpoint at;  // sharded: the master
   Connection conn;
+  // Sharded: the connector thread is connecting it; until it sets this
+  // back (release), nothing else touches the link.
+  std::atomic<bool> connecting{false};
   // Sharded: the channels of the SSUBSCRIBE / SUNSUBSCRIBE sent and not
   // answered yet, in order (an error reply is the first one's).
   std::deque<std::string> asked;
@@ -75,11 +79,29 @@ Subscriber::Subscriber(const Config& config, std::string channel, MessageHook on
   kick_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
+// Sharded: what the subscriber's thread asked the connector thread for.
+struct Subscriber::Connector {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;           // guarded by mu
+  bool reread = false;             // read the slot map again; guarded by mu
+  std::deque<Link*> to_connect;    // links of links_ (never erased); guarded by mu
+  std::thread thread;
+};
+
 Subscriber::~Subscriber() {
   if (thread_.joinable()) {
     std::uint64_t one = 1;
     (void)!::write(stop_fd_, &one, sizeof one);
     thread_.join();
+  }
+  if (connector_ && connector_->thread.joinable()) {
+    {
+      std::lock_guard lk(connector_->mu);
+      connector_->stopping = true;
+    }
+    connector_->cv.notify_all();
+    connector_->thread.join();  // (an attempt under way ends within op_timeout)
   }
   if (stop_fd_ >= 0) ::close(stop_fd_);
   if (kick_fd_ >= 0) ::close(kick_fd_);
@@ -94,6 +116,13 @@ Status Subscriber::start(steady::time_point deadline) {
   if (stop_fd_ < 0 || kick_fd_ < 0) return Status(errc::internal, "redis backend: eventfd failed");
   if (!owners_)
     if (Status s = subscribe(deadline); !s) return s;
+  if (owners_) {
+    connector_ = std::make_unique<Connector>();
+    connector_->thread = std::thread([this] {
+      name_this_thread("dlock-redis-con");
+      connect_links();
+    });
+  }
   thread_ = std::thread([this] {
     name_this_thread("dlock-redis-sub");
     run();
@@ -269,26 +298,34 @@ void Subscriber::reconcile() {
       ++it;
     }
   }
-  const auto deadline = now + config_.op_timeout;
+  // Nothing here waits on a server: reading the map again and connecting
+  // are the connector thread's (a master that does not answer would
+  // otherwise hold up every other master's wake-ups for op_timeout).
+  if (std::exchange(reread_, false)) ask_connector(nullptr);
   for (const Change& t : changes) {
     Link* link = nullptr;
     bool sent = false;
+    bool connecting = false;  // its link is being made: subscribe once it is
     if (!t.leave_on.empty()) {
       auto it = links_.find(t.leave_on);
       link = it != links_.end() ? it->second.get() : nullptr;
+      if (link && link->connecting.load(std::memory_order_acquire)) link = nullptr;
       sent = link && link->conn.connected() && write_command(link->conn.context(), {"SUNSUBSCRIBE", t.channel});
-    } else if (auto at = owners_->master_of(hash_slot(t.channel), std::exchange(reread_, false), deadline)) {
+    } else if (auto at = owners_->master_of(hash_slot(t.channel), false, steady::time_point::max())) {
       auto& slot = links_[address(*at)];
       if (!slot) slot = std::make_unique<Link>(owners_->node_config(*at), *at);
       link = slot.get();
-      if (!link->conn.connected()) {
-        if (link->conn.connect(deadline).ok()) {
-          link->heard_at = steady::now();
-          link->ping_sent = steady::time_point::max();
-          link->asked.clear();
-        }
+      if (link->connecting.load(std::memory_order_acquire)) {
+        link = nullptr;
+        connecting = true;
+      } else if (!link->conn.connected()) {
+        link->connecting.store(true, std::memory_order_relaxed);
+        ask_connector(link);
+        link = nullptr;
+        connecting = true;
+      } else {
+        sent = write_command(link->conn.context(), {"SSUBSCRIBE", t.channel});
       }
-      sent = link->conn.connected() && write_command(link->conn.context(), {"SSUBSCRIBE", t.channel});
     }
     if (sent) link->asked.push_back(t.channel);
     else if (link && link->conn.connected()) link->conn.lose("subscriber: a write failed");
@@ -301,9 +338,51 @@ void Subscriber::reconcile() {
     } else if (sent) {
       c.link = address(link->at);
     } else {
+      // Tried again when the connector is done (it kicks), or after a pause.
       c.retry_at = steady::now() + retry_after;
-      reread_ = true;
+      if (!connecting) reread_ = true;
     }
+  }
+}
+
+void Subscriber::ask_connector(Link* link) {
+  {
+    std::lock_guard lk(connector_->mu);
+    if (link) connector_->to_connect.push_back(link);
+    else connector_->reread = true;
+  }
+  connector_->cv.notify_one();
+}
+
+void Subscriber::connect_links() {
+  Connector& c = *connector_;
+  for (;;) {
+    Link* link = nullptr;
+    {
+      std::unique_lock lk(c.mu);
+      c.cv.wait(lk, [&] { return c.stopping || c.reread || !c.to_connect.empty(); });
+      if (c.stopping) return;
+      if (!std::exchange(c.reread, false)) {
+        link = c.to_connect.front();
+        c.to_connect.pop_front();
+      }
+    }
+    const auto deadline = steady::now() + config_.op_timeout;
+    if (!link) {
+      (void)owners_->master_of(0, true, deadline);
+    } else {
+      const bool connected = link->conn.connect(deadline).ok();
+      if (connected) {
+        link->heard_at = steady::now();
+        link->ping_sent = steady::time_point::max();
+        link->asked.clear();
+      }
+      link->connecting.store(false, std::memory_order_release);  // the subscriber's thread's again
+      // A master that can't be reached may have been failed over: its
+      // channels are tried again with the map read again.
+      if (!connected) (void)owners_->master_of(0, true, deadline);
+    }
+    kick();
   }
 }
 
@@ -407,7 +486,7 @@ void Subscriber::run() {
     std::vector<pollfd> fds = {{stop_fd_, POLLIN, 0}, {kick_fd_, POLLIN, 0}};
     std::vector<std::pair<std::string, Link*>> polled;
     for (auto& [where, link] : links_) {
-      if (!link->conn.connected()) continue;
+      if (link->connecting.load(std::memory_order_acquire) || !link->conn.connected()) continue;
       fds.push_back({link->conn.context()->fd, POLLIN, 0});
       polled.emplace_back(where, link.get());
       next_check = std::min(next_check, link->ping_sent != steady::time_point::max()

@@ -22,7 +22,10 @@
 // names then, when SSUBSCRIBE answers MOVED, when the server unsubscribes
 // it (its slot moved away: the server pushes "sunsubscribe") and when the
 // connection fails; its waiters are woken then, since a message sent
-// meanwhile is lost.
+// meanwhile is lost. Connecting to a master and reading the slot map again
+// are a second thread's ("dlock-redis-con"), so a master that does not
+// answer delays only the channels it serves, not the other masters'
+// wake-ups.
 #pragma once
 
 #include "backends/redis/session.h"
@@ -153,6 +156,11 @@ class Subscriber {
   bool on_reply(Link& link, const redisReply* reply);
   // The link failed: its channels are subscribed again elsewhere.
   void lose_link(const std::string& where, std::string_view why);
+  // Sharded: the connector thread, which connects links (`link`) and reads
+  // the slot map again (nullptr) for the thread, then kicks it.
+  struct Connector;
+  void ask_connector(Link* link);
+  void connect_links();
 
   const Config& config_;
   const std::string channel_;
@@ -163,6 +171,7 @@ class Subscriber {
   int stop_fd_ = -1;       // eventfd: written once to stop the thread
   int kick_fd_ = -1;       // eventfd: add()/remove() changed what to subscribe
   std::thread thread_;
+  std::unique_ptr<Connector> connector_;  // sharded
   std::mutex mu_;
   std::condition_variable confirmed_;                             // with mu_: a channel was confirmed
   std::unordered_map<std::string, std::shared_ptr<Slot>> slots_;  // by owner; guarded by mu_
