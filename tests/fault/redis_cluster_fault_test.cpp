@@ -101,6 +101,24 @@ class RedisClusterFault : public ::testing::Test {
     m.unlock();
   }
 
+  // The masters in the order CLUSTER SLOTS names them: the slot map's,
+  // in which a client asks them for the map again.
+  std::vector<std::string> masters_in_map_order() {
+    std::vector<std::string> order;
+    std::istringstream slots(cli(masters_[0], "CLUSTER SLOTS"));
+    for (std::string line; std::getline(slots, line);)
+      if (std::find(masters_.begin(), masters_.end(), line) != masters_.end() &&
+          std::find(order.begin(), order.end(), line) == order.end())
+        order.push_back(line);
+    return order;
+  }
+  // A lock name whose keys master `port` serves ("" if none found).
+  std::string name_on(const std::string& port) {
+    for (int i = 0; i < 256; ++i)
+      if (const std::string candidate = "stock:" + std::to_string(i); master_of(slot_of(candidate)) == port)
+        return candidate;
+    return "";
+  }
   // One turn: `held` is taken, `wanted`'s thread queues, `between` runs,
   // then the release; how long `wanted` took to get the lock after it (-1:
   // never).
@@ -396,21 +414,10 @@ class StoppedMaster : public RedisClusterFault {
 };
 
 TEST_F(StoppedMaster, WakeUpsFromTheOtherMastersStillComeAtOnce) {
-  // The masters in the order CLUSTER SLOTS names them (the slot map's).
-  std::vector<std::string> order;
-  std::istringstream slots(cli(masters_[0], "CLUSTER SLOTS"));
-  for (std::string line; std::getline(slots, line);)
-    if (std::find(masters_.begin(), masters_.end(), line) != masters_.end() &&
-        std::find(order.begin(), order.end(), line) == order.end())
-      order.push_back(line);
+  const std::vector<std::string> order = masters_in_map_order();
   ASSERT_EQ(order.size(), 3u);
   // A name on the last master, and one on the first, which will stop.
-  std::string name, stalled_name;
-  for (int i = 0; (name.empty() || stalled_name.empty()) && i < 256; ++i) {
-    const std::string candidate = "stock:" + std::to_string(i), at = master_of(slot_of(candidate));
-    if (at == order.back() && name.empty()) name = candidate;
-    if (at == order.front() && stalled_name.empty()) stalled_name = candidate;
-  }
+  const std::string name = name_on(order.back()), stalled_name = name_on(order.front());
   ASSERT_FALSE(name.empty() || stalled_name.empty());
   const std::string pid_text = trimmed(script("pid " + order.front()));
   ASSERT_FALSE(pid_text.empty());
@@ -446,6 +453,28 @@ TEST_F(StoppedMaster, WakeUpsFromTheOtherMastersStillComeAtOnce) {
   EXPECT_GE(*std::min_element(delays.begin(), delays.end()), 0);
   EXPECT_LT(*std::max_element(delays.begin(), delays.end()), scaled(250ms).count())
       << "a wake-up waited for the stopped master: " << list;
+}
+
+// The lock's master stops answering (SIGSTOPped, as if cut off) and is the
+// first the clients would ask for the slot map again: its replica is
+// promoted after the node timeout (1.5 s), and the clients find it. A call
+// the stopped master failed has used up its time, so the map is read again
+// on the router's thread with time of its own, each node asked for a share
+// of it (the stopped one took it all, and no other was asked: the clients
+// kept calling the stopped master).
+TEST_F(KilledMaster, ClientsFindTheReplicaOfAStoppedMasterTheyWouldAskFirst) {
+  const std::vector<std::string> order = masters_in_map_order();
+  ASSERT_EQ(order.size(), 3u);
+  const std::string name = name_on(order.front());
+  ASSERT_FALSE(name.empty());
+  const std::string pid_text = trimmed(script("pid " + order.front()));
+  ASSERT_FALSE(pid_text.empty());
+  const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+  const auto outcome = contended_run(name, [&] { ASSERT_TRUE(stop_process(pid)); }, false);
+  ::kill(pid, SIGCONT);
+  std::printf("last acquisition before the stop -> first after: %lld ms (node timeout 1.5 s, lease 3 s)\n",
+              outcome.gap_ms);
+  EXPECT_GT(outcome.gap_ms, 0) << "no acquisition after the stop";
 }
 
 // Names land on every master, and one client holds locks on all of them at

@@ -65,8 +65,9 @@ ClusterRouter::~ClusterRouter() {
 void ClusterRouter::run_background() {
   std::unique_lock lk(bg_mu_);
   for (;;) {
-    bg_cv_.wait(lk, [&] { return stopping_ || !resends_.empty() || !unread_.empty(); });
-    if (resends_.empty() && unread_.empty()) return;  // stopping, nothing left
+    bg_cv_.wait(lk, [&] { return stopping_ || !resends_.empty() || !unread_.empty() || refresh_wanted_; });
+    const bool reread = std::exchange(refresh_wanted_, false) && !stopping_;
+    if (resends_.empty() && unread_.empty() && !reread) return;  // stopping, nothing left
     auto unread = std::move(unread_);
     unread_.clear();
     auto resends = std::move(resends_);
@@ -74,6 +75,7 @@ void ClusterRouter::run_background() {
     bg_busy_ = true;
     const bool closing = stopping_;
     lk.unlock();
+    if (reread) (void)refresh(steady::now() + config_.op_timeout, nullptr);
     for (auto& [pool, until] : unread) pool->flush(until);  // (their callbacks may queue resends)
     for (auto& r : resends) {
       Replies got = closing ? Replies{{}, Status(errc::unavailable, "redis backend: the client is closing")}
@@ -169,6 +171,7 @@ Status ClusterRouter::refresh(steady::time_point deadline, const Endpoint* first
   {
     std::lock_guard lk(mu_);
     const auto t = steady::now();
+    if (t >= deadline) return Status(errc::unavailable, "redis backend: no time left to read the slot map");
     if (!now && t < refreshed_at_ + refresh_every) return {};
     refreshed_at_ = t;
     if (first) ask.push_back(*first);
@@ -176,14 +179,20 @@ Status ClusterRouter::refresh(steady::time_point deadline, const Endpoint* first
       for (const auto& m : map_->masters) ask.push_back(m);
   }
   ask.insert(ask.end(), config_.seeds.begin(), config_.seeds.end());
+  std::set<std::string> seen;
+  std::erase_if(ask, [&](const Endpoint& at) { return !seen.insert(address(at)).second; });
   std::string errors;
-  std::set<std::string> tried;
-  for (const Endpoint& at : ask) {
-    if (!tried.insert(address(at)).second) continue;
-    if (steady::now() >= deadline) break;
+  for (std::size_t i = 0; i < ask.size(); ++i) {
+    const Endpoint& at = ask[i];
+    const auto t = steady::now();
+    if (t >= deadline) break;
+    // Each node an equal share of the time left, as at start: one that
+    // does not answer (stopped, cut off) costs its share, and the next is
+    // asked (it may have been failed over, and its replica serve now).
+    const auto share = t + (deadline - t) / static_cast<long>(ask.size() - i);
     const std::string step = "reading the slot map from " + address(at);
     const std::string_view words[] = {"CLUSTER", "SLOTS"};
-    auto reply = pool(at).command(words, deadline, step);
+    auto reply = pool(at).command(words, share, step);
     if (!reply) {
       errors += (errors.empty() ? "" : "; ") + reply.status().message();
       continue;
@@ -284,7 +293,7 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
     }
     auto map = slot_map();
     std::map<std::string, Group> groups;
-    bool again = false, reread = false, redirected = false;
+    bool again = false, reread = false, redirected = false, failed_node = false;
     std::set<std::string> unscripted;  // nodes that answered NOSCRIPT in this round
     std::vector<Unsent> next;
     for (const Unsent& t : unsent) {
@@ -341,9 +350,11 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
           out[t.index] = std::move(reply);
         }
       }
-      // The node failed us: the next call reads the map (a promoted replica).
-      if (!got.failure.ok()) reread = true;
+      // The node failed us: the map is read again for the calls that follow
+      // (a replica may be promoted), with time of its own.
+      if (!got.failure.ok()) failed_node = true;
     }
+    if (failed_node) refresh_later();
     for (const std::string& where : unscripted) {
       Batch loads;
       for (Script script : all_scripts) loads.add({"SCRIPT", "LOAD", script_text(script)});
@@ -401,6 +412,7 @@ void ClusterRouter::send(const Batch& batch, steady::time_point deadline, std::f
         return;
       }
     }
+    if (!replies.failure.ok()) refresh_later();
     done(std::move(replies));
   });
   // Nothing else may go to that master soon: the thread reads its replies.
@@ -408,11 +420,23 @@ void ClusterRouter::send(const Batch& batch, steady::time_point deadline, std::f
   if (stopping_) return;
   auto& until = unread_[&to];
   until = std::max(until, deadline);
+  start_background();
+  bg_cv_.notify_all();
+}
+
+void ClusterRouter::refresh_later() {
+  std::lock_guard lk(bg_mu_);
+  if (stopping_) return;
+  refresh_wanted_ = true;
+  start_background();
+  bg_cv_.notify_all();
+}
+
+void ClusterRouter::start_background() {
   if (!bg_thread_.joinable()) bg_thread_ = std::thread([this] {
       name_this_thread("dlock-cluster");
       run_background();
     });
-  bg_cv_.notify_all();
 }
 
 void ClusterRouter::flush(steady::time_point deadline) {

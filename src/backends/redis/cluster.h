@@ -96,6 +96,9 @@ class ClusterRouter final : public Commands, public SlotOwners {
   // Reads CLUSTER SLOTS (from `first`, else the masters, else the seeds);
   // at most every 100 ms unless `now`.
   Status refresh(steady::time_point deadline, const Endpoint* first, bool now = false);
+  // A node failed a call, which used up its time: the background thread
+  // reads the map (a replica may be promoted) for the calls that follow.
+  void refresh_later();
   // A MOVED answer: `slot` is on `at` now.
   void moved(int slot, const Endpoint& at);
   // Makes `map` the slot map (mu_ held); the slots it moved (a served slot
@@ -109,6 +112,7 @@ class ClusterRouter final : public Commands, public SlotOwners {
     std::function<void(Replies)> done;
   };
   void run_background();
+  void start_background();  // (bg_mu_ held)
 
   const Config& config_;
   std::function<void(const std::set<int>&)> on_moved_;
@@ -117,6 +121,7 @@ class ClusterRouter final : public Commands, public SlotOwners {
   std::deque<Resend> resends_;                                    // bg_mu_
   std::map<Pool*, steady::time_point> unread_;                    // bg_mu_: pools to flush, by when
   bool bg_busy_ = false;                                          // bg_mu_: working on what it took
+  bool refresh_wanted_ = false;                                   // bg_mu_: refresh_later() asked
   bool stopping_ = false;                                         // bg_mu_
   std::thread bg_thread_;                                         // started by the first send()
   std::mutex mu_;
