@@ -635,7 +635,7 @@ TEST_F(ZooKeeperFault, StoppedServerCallsFailWithinTheirTimeout) {
 // several handles of one process dropping at once race there.
 void ride_through_a_server_pause(const ZooKeeperEnsemble& zk, const std::string& url, const std::string& dir,
                                  const std::string& how) {
-  constexpr int processes = 4, sections = 600;
+  constexpr int processes = 4, sections = 250;
   FencedResource resource(dir + "/resource", true);
   std::vector<std::unique_ptr<ChildProcess>> workers;
   for (int i = 0; i < processes; ++i) {
