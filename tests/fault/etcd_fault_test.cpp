@@ -179,13 +179,16 @@ TEST(EtcdFault, StoppedServerFailsCallsWithinTheirTimeout) {
 // off); the client works again as soon as the member is back, and a lock
 // held across the outage is still held (its lease survives on the server and the client renews it in
 // time). Its renewal used to wait for gRPC's backup poller (every 5 s) to
-// notice the new connection, by when the lease's local deadline had passed.
+// notice the new connection, by when the lease's local deadline had passed
+// (ttl=5s in the dev tree).
 TEST(EtcdFault, ADownClusterIsOneDisconnectAndTheClientRecoversWithItsLocks) {
   TempDir dir;
   Etcd etcd(dir, 1);
   ASSERT_TRUE(etcd.ok());
-  // op_timeout: room for a fresh member's first lease grant on a loaded machine.
-  auto client = connect(etcd.url() + "/fault?ttl=5s", {.op_timeout = 2s});
+  // op_timeout: room for a fresh member's first lease grant on a loaded
+  // machine; the lease: 5 s, scaled (whole seconds), room for the restart.
+  const auto ttl = std::chrono::duration_cast<std::chrono::seconds>(scaled(5s));
+  auto client = connect(etcd.url() + "/fault?ttl=" + std::to_string(ttl.count()) + "s", {.op_timeout = 2s});
   auto held = client->mutex("held");
   held.lock();
   auto m = client->mutex("jobs");
@@ -206,9 +209,10 @@ TEST(EtcdFault, ADownClusterIsOneDisconnectAndTheClientRecoversWithItsLocks) {
   }
   EXPECT_TRUE(got) << "the client did not reconnect within 4 s of the member's restart";
   if (got) m.unlock();
-  // Past the hold's local deadline had it not been renewed since the kill.
-  std::this_thread::sleep_until(restarted + 4s);
-  EXPECT_FALSE(held.lost()) << "a 2 s outage lost a lock held with ttl=5s";
+  // Past the hold's local deadline had it not been renewed since the kill
+  // (at most ttl after it, and the restart came 2 s after it or later).
+  std::this_thread::sleep_until(restarted + ttl - 1s);
+  EXPECT_FALSE(held.lost()) << "a 2 s outage lost a lock held with ttl=" << ttl.count() << "s";
   EXPECT_TRUE(held.unlock_checked().ok());
 }
 

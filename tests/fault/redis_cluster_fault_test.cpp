@@ -133,7 +133,7 @@ class RedisClusterFault : public ::testing::Test {
         wanted.unlock();  // (on the thread that holds it)
       }
     });
-    std::this_thread::sleep_for(300ms);  // queued and subscribed
+    std::this_thread::sleep_for(scaled(300ms));  // queued and subscribed
     between();
     const auto released = steady::now();
     held.unlock();
@@ -470,11 +470,15 @@ TEST_F(KilledMaster, ClientsFindTheReplicaOfAStoppedMasterTheyWouldAskFirst) {
   const std::string pid_text = trimmed(script("pid " + order.front()));
   ASSERT_FALSE(pid_text.empty());
   const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+  const std::string slot = slot_of(name);
   const auto outcome = contended_run(name, [&] { ASSERT_TRUE(stop_process(pid)); }, false);
   ::kill(pid, SIGCONT);
   std::printf("last acquisition before the stop -> first after: %lld ms (node timeout 1.5 s, lease 3 s)\n",
               outcome.gap_ms);
   EXPECT_GT(outcome.gap_ms, 0) << "no acquisition after the stop";
+  std::string now;
+  EXPECT_TRUE(eventually([&] { return !(now = master_of(slot)).empty() && now != order.front(); }, 5s))
+      << "the slot was not failed over: the turns after the stop proved nothing";
 }
 
 // Names land on every master, and one client holds locks on all of them at

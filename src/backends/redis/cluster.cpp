@@ -75,7 +75,6 @@ void ClusterRouter::run_background() {
     bg_busy_ = true;
     const bool closing = stopping_;
     lk.unlock();
-    if (reread) (void)refresh(steady::now() + config_.op_timeout, nullptr);
     for (auto& [pool, until] : unread) pool->flush(until);  // (their callbacks may queue resends)
     for (auto& r : resends) {
       Replies got = closing ? Replies{{}, Status(errc::unavailable, "redis backend: the client is closing")}
@@ -85,6 +84,8 @@ void ClusterRouter::run_background() {
       } catch (...) {
       }
     }
+    // Last: a reading may spend a share of op_timeout on a node that does not answer.
+    if (reread) (void)refresh(steady::now() + config_.op_timeout, nullptr);
     lk.lock();
     bg_busy_ = false;
     bg_cv_.notify_all();
@@ -181,6 +182,11 @@ Status ClusterRouter::refresh(steady::time_point deadline, const Endpoint* first
   ask.insert(ask.end(), config_.seeds.begin(), config_.seeds.end());
   std::set<std::string> seen;
   std::erase_if(ask, [&](const Endpoint& at) { return !seen.insert(address(at)).second; });
+  {
+    // Nodes that failed the last reading they were asked for go last.
+    std::lock_guard lk(mu_);
+    std::stable_partition(ask.begin(), ask.end(), [&](const Endpoint& at) { return !unanswered_.count(address(at)); });
+  }
   std::string errors;
   for (std::size_t i = 0; i < ask.size(); ++i) {
     const Endpoint& at = ask[i];
@@ -193,6 +199,11 @@ Status ClusterRouter::refresh(steady::time_point deadline, const Endpoint* first
     const std::string step = "reading the slot map from " + address(at);
     const std::string_view words[] = {"CLUSTER", "SLOTS"};
     auto reply = pool(at).command(words, share, step);
+    {
+      std::lock_guard lk(mu_);
+      if (reply) unanswered_.erase(address(at));
+      else unanswered_.insert(address(at));
+    }
     if (!reply) {
       errors += (errors.empty() ? "" : "; ") + reply.status().message();
       continue;

@@ -128,6 +128,7 @@ class ClusterRouter final : public Commands, public SlotOwners {
   std::shared_ptr<const SlotMap> map_;                  // mu_
   std::map<std::string, std::unique_ptr<Node>> nodes_;  // mu_; by "host:port", never removed
   steady::time_point refreshed_at_{};                   // mu_
+  std::set<std::string> unanswered_;                    // mu_: nodes that failed their last reading
 };
 
 }  // namespace dlock::detail::redis

@@ -864,6 +864,10 @@ class RedisBackend final : public Backend, public LockDriver {
   const Config config_;
   const std::string client_id_;
   const std::string channel_prefix_;
+  // redis+cluster: checks the holds in slots the router saw move. Stopped
+  // first (~RedisBackend) but destroyed after the router and the
+  // subscriber, whose threads may still ask it for a check meanwhile.
+  std::unique_ptr<Revalidator> revalidator_;
   const std::unique_ptr<Commands> commands_;  // a Pool, or redis+cluster's ClusterRouter
   Commands& pool_;
   Subscriber subscriber_;
@@ -871,8 +875,6 @@ class RedisBackend final : public Backend, public LockDriver {
   std::unique_ptr<CounterDriver> counters_;
   std::unique_ptr<LatchDriver> latches_;
   std::unique_ptr<BarrierDriver> barriers_;
-  // redis+cluster: checks the holds in slots the router saw move.
-  std::unique_ptr<Revalidator> revalidator_;
 };
 
 RedisWaiter::~RedisWaiter() { backend_.leave(slot_, kind_); }

@@ -62,9 +62,14 @@ struct Subscriber::Link {
   Link(const Config& config, Endpoint master) : at(std::move(master)), conn(config, nullptr) {}
   const Endpoint at;  // sharded: the master
   Connection conn;
-  // Sharded: the connector thread is connecting it; until it sets this
-  // back (release), nothing else touches the link.
+  // Sharded: a connection attempt of its own is under way on `attempt`
+  // (a thread); until it sets this back (release), nothing else touches
+  // the link. The rest is the subscriber's thread's.
   std::atomic<bool> connecting{false};
+  bool connected_by_attempt = false;  // the attempt's outcome (read once it is back)
+  std::thread attempt;
+  steady::time_point next_attempt{};  // after a failed one: backing off
+  milliseconds backoff{0};
   // Sharded: the channels of the SSUBSCRIBE / SUNSUBSCRIBE sent and not
   // answered yet, in order (an error reply is the first one's).
   std::deque<std::string> asked;
@@ -79,30 +84,16 @@ Subscriber::Subscriber(const Config& config, std::string channel, MessageHook on
   kick_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
-// Sharded: what the subscriber's thread asked the connector thread for.
-struct Subscriber::Connector {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stopping = false;           // guarded by mu
-  bool reread = false;             // read the slot map again; guarded by mu
-  std::deque<Link*> to_connect;    // links of links_ (never erased); guarded by mu
-  std::thread thread;
-};
-
 Subscriber::~Subscriber() {
   if (thread_.joinable()) {
     std::uint64_t one = 1;
     (void)!::write(stop_fd_, &one, sizeof one);
     thread_.join();
   }
-  if (connector_ && connector_->thread.joinable()) {
-    {
-      std::lock_guard lk(connector_->mu);
-      connector_->stopping = true;
-    }
-    connector_->cv.notify_all();
-    connector_->thread.join();  // (an attempt under way ends within op_timeout)
-  }
+  // (An attempt or a reading under way ends within op_timeout.)
+  for (auto& [where, link] : links_)
+    if (link->attempt.joinable()) link->attempt.join();
+  if (rereader_.joinable()) rereader_.join();
   if (stop_fd_ >= 0) ::close(stop_fd_);
   if (kick_fd_ >= 0) ::close(kick_fd_);
 }
@@ -116,13 +107,6 @@ Status Subscriber::start(steady::time_point deadline) {
   if (stop_fd_ < 0 || kick_fd_ < 0) return Status(errc::internal, "redis backend: eventfd failed");
   if (!owners_)
     if (Status s = subscribe(deadline); !s) return s;
-  if (owners_) {
-    connector_ = std::make_unique<Connector>();
-    connector_->thread = std::thread([this] {
-      name_this_thread("dlock-redis-con");
-      connect_links();
-    });
-  }
   thread_ = std::thread([this] {
     name_this_thread("dlock-redis-sub");
     run();
@@ -299,9 +283,20 @@ void Subscriber::reconcile() {
     }
   }
   // Nothing here waits on a server: reading the map again and connecting
-  // are the connector thread's (a master that does not answer would
-  // otherwise hold up every other master's wake-ups for op_timeout).
-  if (std::exchange(reread_, false)) ask_connector(nullptr);
+  // to a master run on threads of their own (a master that does not answer
+  // would otherwise hold up every other master's wake-ups for op_timeout).
+  collect_attempts();
+  if (reread_ && !rereading_.load(std::memory_order_acquire)) {
+    reread_ = false;
+    if (rereader_.joinable()) rereader_.join();
+    rereading_.store(true, std::memory_order_relaxed);
+    rereader_ = std::thread([this] {
+      name_this_thread("dlock-redis-con");
+      (void)owners_->master_of(0, true, steady::now() + config_.op_timeout);
+      rereading_.store(false, std::memory_order_release);
+      kick();
+    });
+  }
   for (const Change& t : changes) {
     Link* link = nullptr;
     bool sent = false;
@@ -319,8 +314,7 @@ void Subscriber::reconcile() {
         link = nullptr;
         connecting = true;
       } else if (!link->conn.connected()) {
-        link->connecting.store(true, std::memory_order_relaxed);
-        ask_connector(link);
+        if (now >= link->next_attempt) start_attempt(*link);
         link = nullptr;
         connecting = true;
       } else {
@@ -338,52 +332,51 @@ void Subscriber::reconcile() {
     } else if (sent) {
       c.link = address(link->at);
     } else {
-      // Tried again when the connector is done (it kicks), or after a pause.
+      // Tried again after a pause, or as soon as its master's link is made.
       c.retry_at = steady::now() + retry_after;
+      c.awaiting_link = connecting;
       if (!connecting) reread_ = true;
     }
   }
 }
 
-void Subscriber::ask_connector(Link* link) {
-  {
-    std::lock_guard lk(connector_->mu);
-    if (link) connector_->to_connect.push_back(link);
-    else connector_->reread = true;
-  }
-  connector_->cv.notify_one();
+void Subscriber::start_attempt(Link& link) {
+  if (link.attempt.joinable()) link.attempt.join();  // (done: collected already)
+  link.connecting.store(true, std::memory_order_relaxed);
+  link.attempt = std::thread([this, &link] {
+    name_this_thread("dlock-redis-con");
+    link.connected_by_attempt = link.conn.connect(steady::now() + config_.op_timeout).ok();
+    if (link.connected_by_attempt) {
+      link.heard_at = steady::now();
+      link.ping_sent = steady::time_point::max();
+      link.asked.clear();
+    }
+    link.connecting.store(false, std::memory_order_release);  // the subscriber's thread's again
+    kick();
+  });
 }
 
-void Subscriber::connect_links() {
-  Connector& c = *connector_;
-  for (;;) {
-    Link* link = nullptr;
-    {
-      std::unique_lock lk(c.mu);
-      c.cv.wait(lk, [&] { return c.stopping || c.reread || !c.to_connect.empty(); });
-      if (c.stopping) return;
-      if (!std::exchange(c.reread, false)) {
-        link = c.to_connect.front();
-        c.to_connect.pop_front();
-      }
-    }
-    const auto deadline = steady::now() + config_.op_timeout;
-    if (!link) {
-      (void)owners_->master_of(0, true, deadline);
+void Subscriber::collect_attempts() {
+  bool made = false;
+  const auto now = steady::now();
+  for (auto& [where, link] : links_) {
+    if (!link->attempt.joinable() || link->connecting.load(std::memory_order_acquire)) continue;
+    link->attempt.join();
+    if (link->connected_by_attempt) {
+      link->backoff = milliseconds(0);
+      made = true;
     } else {
-      const bool connected = link->conn.connect(deadline).ok();
-      if (connected) {
-        link->heard_at = steady::now();
-        link->ping_sent = steady::time_point::max();
-        link->asked.clear();
-      }
-      link->connecting.store(false, std::memory_order_release);  // the subscriber's thread's again
-      // A master that can't be reached may have been failed over: its
-      // channels are tried again with the map read again.
-      if (!connected) (void)owners_->master_of(0, true, deadline);
+      // It may have been failed over: the map is read again, and the link
+      // tried again after a pause (100 ms doubling to 1 s).
+      link->backoff = std::clamp(link->backoff * 2, retry_after, milliseconds(1'000));
+      link->next_attempt = now + link->backoff;
+      reread_ = true;
     }
-    kick();
   }
+  if (!made) return;
+  std::lock_guard lk(mu_);
+  for (auto& [name, c] : channels_)  // subscribed now rather than after their pause
+    if (std::exchange(c.awaiting_link, false)) c.retry_at = {};
 }
 
 bool Subscriber::on_reply(Link& link, const redisReply* r) {

@@ -22,14 +22,15 @@
 // names then, when SSUBSCRIBE answers MOVED, when the server unsubscribes
 // it (its slot moved away: the server pushes "sunsubscribe") and when the
 // connection fails; its waiters are woken then, since a message sent
-// meanwhile is lost. Connecting to a master and reading the slot map again
-// are a second thread's ("dlock-redis-con"), so a master that does not
-// answer delays only the channels it serves, not the other masters'
-// wake-ups.
+// meanwhile is lost. Each connection attempt to a master, and each reading
+// of the slot map, runs on a short-lived thread of its own
+// ("dlock-redis-con"), so a master that does not answer delays only the
+// channels it serves, not the other masters' links or wake-ups.
 #pragma once
 
 #include "backends/redis/session.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -137,6 +138,7 @@ class Subscriber {
     bool confirmed = false;  // the master confirmed it
     bool leaving = false;    // SUNSUBSCRIBE sent
     bool lost = false;       // it was unsubscribed by a failure: wake its waiters once it is back
+    bool awaiting_link = false;  // its master's link is being made
     steady::time_point retry_at{};
   };
 
@@ -156,11 +158,10 @@ class Subscriber {
   bool on_reply(Link& link, const redisReply* reply);
   // The link failed: its channels are subscribed again elsewhere.
   void lose_link(const std::string& where, std::string_view why);
-  // Sharded: the connector thread, which connects links (`link`) and reads
-  // the slot map again (nullptr) for the thread, then kicks it.
-  struct Connector;
-  void ask_connector(Link* link);
-  void connect_links();
+  // Sharded: connects `link` on a thread of its own, which kicks when done.
+  void start_attempt(Link& link);
+  // Sharded: joins the attempts that are done and acts on their outcome.
+  void collect_attempts();
 
   const Config& config_;
   const std::string channel_;
@@ -171,7 +172,8 @@ class Subscriber {
   int stop_fd_ = -1;       // eventfd: written once to stop the thread
   int kick_fd_ = -1;       // eventfd: add()/remove() changed what to subscribe
   std::thread thread_;
-  std::unique_ptr<Connector> connector_;  // sharded
+  std::thread rereader_;                  // sharded: reads the slot map again for the thread
+  std::atomic<bool> rereading_{false};    // set back (release) by rereader_ when done
   std::mutex mu_;
   std::condition_variable confirmed_;                             // with mu_: a channel was confirmed
   std::unordered_map<std::string, std::shared_ptr<Slot>> slots_;  // by owner; guarded by mu_
