@@ -60,14 +60,14 @@ ClusterRouter::~ClusterRouter() {
   }
   bg_cv_.notify_all();
   if (bg_thread_.joinable()) bg_thread_.join();
+  if (refresher_.joinable()) refresher_.join();
 }
 
 void ClusterRouter::run_background() {
   std::unique_lock lk(bg_mu_);
   for (;;) {
-    bg_cv_.wait(lk, [&] { return stopping_ || !resends_.empty() || !unread_.empty() || refresh_wanted_; });
-    const bool reread = std::exchange(refresh_wanted_, false) && !stopping_;
-    if (resends_.empty() && unread_.empty() && !reread) return;  // stopping, nothing left
+    bg_cv_.wait(lk, [&] { return stopping_ || !resends_.empty() || !unread_.empty(); });
+    if (resends_.empty() && unread_.empty()) return;  // stopping, nothing left
     auto unread = std::move(unread_);
     unread_.clear();
     auto resends = std::move(resends_);
@@ -84,8 +84,6 @@ void ClusterRouter::run_background() {
       } catch (...) {
       }
     }
-    // Last: a reading may spend a share of op_timeout on a node that does not answer.
-    if (reread) (void)refresh(steady::now() + config_.op_timeout, nullptr);
     lk.lock();
     bg_busy_ = false;
     bg_cv_.notify_all();
@@ -437,10 +435,18 @@ void ClusterRouter::send(const Batch& batch, steady::time_point deadline, std::f
 
 void ClusterRouter::refresh_later() {
   std::lock_guard lk(bg_mu_);
-  if (stopping_) return;
-  refresh_wanted_ = true;
-  start_background();
-  bg_cv_.notify_all();
+  if (stopping_ || refreshing_) return;  // (one under way is enough: it reads the map as it is now)
+  if (refresher_.joinable()) refresher_.join();
+  refreshing_ = true;
+  // Not on the background thread: a reading may spend a share of
+  // op_timeout on a node that does not answer, and the resends there
+  // (a release answered MOVED) must not wait for it.
+  refresher_ = std::thread([this] {
+    name_this_thread("dlock-cluster");
+    (void)refresh(steady::now() + config_.op_timeout, nullptr);
+    std::lock_guard done(bg_mu_);
+    refreshing_ = false;
+  });
 }
 
 void ClusterRouter::start_background() {

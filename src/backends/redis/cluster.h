@@ -96,7 +96,7 @@ class ClusterRouter final : public Commands, public SlotOwners {
   // Reads CLUSTER SLOTS (from `first`, else the masters, else the seeds);
   // at most every 100 ms unless `now`.
   Status refresh(steady::time_point deadline, const Endpoint* first, bool now = false);
-  // A node failed a call, which used up its time: the background thread
+  // A node failed a call, which used up its time: a thread of its own
   // reads the map (a replica may be promoted) for the calls that follow.
   void refresh_later();
   // A MOVED answer: `slot` is on `at` now.
@@ -121,7 +121,8 @@ class ClusterRouter final : public Commands, public SlotOwners {
   std::deque<Resend> resends_;                                    // bg_mu_
   std::map<Pool*, steady::time_point> unread_;                    // bg_mu_: pools to flush, by when
   bool bg_busy_ = false;                                          // bg_mu_: working on what it took
-  bool refresh_wanted_ = false;                                   // bg_mu_: refresh_later() asked
+  bool refreshing_ = false;                                       // bg_mu_: refresher_ is reading the map
+  std::thread refresher_;                                         // bg_mu_: refresh_later()'s
   bool stopping_ = false;                                         // bg_mu_
   std::thread bg_thread_;                                         // started by the first send()
   std::mutex mu_;

@@ -322,7 +322,7 @@ void Subscriber::reconcile() {
       }
     }
     if (sent) link->asked.push_back(t.channel);
-    else if (link && link->conn.connected()) link->conn.lose("subscriber: a write failed");
+    else if (link && link->conn.connected()) lose_link(address(link->at), "subscriber: a write failed");  // (its other channels too)
     std::lock_guard lk(mu_);
     Channel& c = channels_[t.channel];
     if (!t.leave_on.empty()) {
