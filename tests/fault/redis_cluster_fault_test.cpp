@@ -459,7 +459,7 @@ TEST_F(StoppedMaster, WakeUpsFromTheOtherMastersStillComeAtOnce) {
 // first the clients would ask for the slot map again: its replica is
 // promoted after the node timeout (1.5 s), and the clients find it. A call
 // the stopped master failed has used up its time, so the map is read again
-// on the router's thread with time of its own, each node asked for a share
+// on a thread of its own with time of its own, each node asked for a share
 // of it (the stopped one took it all, and no other was asked: the clients
 // kept calling the stopped master).
 TEST_F(KilledMaster, ClientsFindTheReplicaOfAStoppedMasterTheyWouldAskFirst) {
