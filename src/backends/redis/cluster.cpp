@@ -363,7 +363,7 @@ Replies ClusterRouter::run(const Batch& batch, steady::time_point deadline, std:
       // (a replica may be promoted), with time of its own.
       if (!got.failure.ok()) failed_node = true;
     }
-    if (failed_node) refresh_later();
+    if (failed_node) reread_later();
     for (const std::string& where : unscripted) {
       Batch loads;
       for (Script script : all_scripts) loads.add({"SCRIPT", "LOAD", script_text(script)});
@@ -421,7 +421,7 @@ void ClusterRouter::send(const Batch& batch, steady::time_point deadline, std::f
         return;
       }
     }
-    if (!replies.failure.ok()) refresh_later();
+    if (!replies.failure.ok()) reread_later();
     done(std::move(replies));
   });
   // Nothing else may go to that master soon: the thread reads its replies.
@@ -433,7 +433,7 @@ void ClusterRouter::send(const Batch& batch, steady::time_point deadline, std::f
   bg_cv_.notify_all();
 }
 
-void ClusterRouter::refresh_later() {
+void ClusterRouter::reread_later() {
   std::lock_guard lk(bg_mu_);
   if (stopping_ || refreshing_) return;  // (one under way is enough: it reads the map as it is now)
   if (refresher_.joinable()) refresher_.join();

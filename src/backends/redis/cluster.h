@@ -79,6 +79,9 @@ class ClusterRouter final : public Commands, public SlotOwners {
 
   // SlotOwners (the sharded subscriber's).
   std::optional<Endpoint> master_of(int slot, bool reread, steady::time_point deadline) override;
+  // Also when a node failed a call, which used up its time: the calls that
+  // follow find a promoted replica.
+  void reread_later() override;
   void redirected(std::string_view error, const Endpoint& asked) override;
   const Config& node_config(const Endpoint& at) override;
 
@@ -96,9 +99,6 @@ class ClusterRouter final : public Commands, public SlotOwners {
   // Reads CLUSTER SLOTS (from `first`, else the masters, else the seeds);
   // at most every 100 ms unless `now`.
   Status refresh(steady::time_point deadline, const Endpoint* first, bool now = false);
-  // A node failed a call, which used up its time: a thread of its own
-  // reads the map (a replica may be promoted) for the calls that follow.
-  void refresh_later();
   // A MOVED answer: `slot` is on `at` now.
   void moved(int slot, const Endpoint& at);
   // Makes `map` the slot map (mu_ held); the slots it moved (a served slot
@@ -122,7 +122,7 @@ class ClusterRouter final : public Commands, public SlotOwners {
   std::map<Pool*, steady::time_point> unread_;                    // bg_mu_: pools to flush, by when
   bool bg_busy_ = false;                                          // bg_mu_: working on what it took
   bool refreshing_ = false;                                       // bg_mu_: refresher_ is reading the map
-  std::thread refresher_;                                         // bg_mu_: refresh_later()'s
+  std::thread refresher_;                                         // bg_mu_: reread_later()'s
   bool stopping_ = false;                                         // bg_mu_
   std::thread bg_thread_;                                         // started by the first send()
   std::mutex mu_;

@@ -122,6 +122,9 @@ class Connection {
   // address it gives, checked by it.
   Status connect(steady::time_point deadline);
   void drop() noexcept;
+  // After a failed connect(): when the next may be tried (backing off, 50 ms
+  // doubling to 1 s); earlier ones fail at once.
+  steady::time_point retry_at() const noexcept { return retry_at_; }
   redisContext* context() const noexcept { return context_; }
 
   // One round trip; an error reply becomes a Status (to_status).

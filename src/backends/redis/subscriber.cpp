@@ -68,8 +68,6 @@ struct Subscriber::Link {
   std::atomic<bool> connecting{false};
   bool connected_by_attempt = false;  // the attempt's outcome (read once it is back)
   std::thread attempt;
-  steady::time_point next_attempt{};  // after a failed one: backing off
-  milliseconds backoff{0};
   // Sharded: the channels of the SSUBSCRIBE / SUNSUBSCRIBE sent and not
   // answered yet, in order (an error reply is the first one's).
   std::deque<std::string> asked;
@@ -93,7 +91,6 @@ Subscriber::~Subscriber() {
   // (An attempt or a reading under way ends within op_timeout.)
   for (auto& [where, link] : links_)
     if (link->attempt.joinable()) link->attempt.join();
-  if (rereader_.joinable()) rereader_.join();
   if (stop_fd_ >= 0) ::close(stop_fd_);
   if (kick_fd_ >= 0) ::close(kick_fd_);
 }
@@ -286,17 +283,7 @@ void Subscriber::reconcile() {
   // to a master run on threads of their own (a master that does not answer
   // would otherwise hold up every other master's wake-ups for op_timeout).
   collect_attempts();
-  if (reread_ && !rereading_.load(std::memory_order_acquire)) {
-    reread_ = false;
-    if (rereader_.joinable()) rereader_.join();
-    rereading_.store(true, std::memory_order_relaxed);
-    rereader_ = std::thread([this] {
-      name_this_thread("dlock-redis-con");
-      (void)owners_->master_of(0, true, steady::now() + config_.op_timeout);
-      rereading_.store(false, std::memory_order_release);
-      kick();
-    });
-  }
+  if (std::exchange(reread_, false)) owners_->reread_later();
   for (const Change& t : changes) {
     Link* link = nullptr;
     bool sent = false;
@@ -314,7 +301,7 @@ void Subscriber::reconcile() {
         link = nullptr;
         connecting = true;
       } else if (!link->conn.connected()) {
-        if (now >= link->next_attempt) start_attempt(*link);
+        if (now >= link->conn.retry_at()) start_attempt(*link);  // (a failed one backs off)
         link = nullptr;
         connecting = true;
       } else {
@@ -358,20 +345,13 @@ void Subscriber::start_attempt(Link& link) {
 
 void Subscriber::collect_attempts() {
   bool made = false;
-  const auto now = steady::now();
   for (auto& [where, link] : links_) {
     if (!link->attempt.joinable() || link->connecting.load(std::memory_order_acquire)) continue;
     link->attempt.join();
-    if (link->connected_by_attempt) {
-      link->backoff = milliseconds(0);
-      made = true;
-    } else {
-      // It may have been failed over: the map is read again, and the link
-      // tried again after a pause (100 ms doubling to 1 s).
-      link->backoff = std::clamp(link->backoff * 2, retry_after, milliseconds(1'000));
-      link->next_attempt = now + link->backoff;
-      reread_ = true;
-    }
+    // A failed master may have been failed over: the map is read again
+    // (and the link, backing off, tried again later).
+    if (link->connected_by_attempt) made = true;
+    else reread_ = true;
   }
   if (!made) return;
   std::lock_guard lk(mu_);

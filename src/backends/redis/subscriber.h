@@ -50,6 +50,9 @@ class SlotOwners {
   virtual ~SlotOwners() = default;
   // The master serving `slot`; the map is read again first if `reread`.
   virtual std::optional<Endpoint> master_of(int slot, bool reread, steady::time_point deadline) = 0;
+  // Has the map read again on a thread of its own (a failed master's
+  // replica may serve its slots soon); one under way is enough.
+  virtual void reread_later() = 0;
   // Node `asked` answered `error`, "MOVED <slot> <host>:<port>".
   virtual void redirected(std::string_view error, const Endpoint& asked) = 0;
   // The settings of a connection to node `at` (alive as long as the owner).
@@ -172,8 +175,6 @@ class Subscriber {
   int stop_fd_ = -1;       // eventfd: written once to stop the thread
   int kick_fd_ = -1;       // eventfd: add()/remove() changed what to subscribe
   std::thread thread_;
-  std::thread rereader_;                  // sharded: reads the slot map again for the thread
-  std::atomic<bool> rereading_{false};    // set back (release) by rereader_ when done
   std::mutex mu_;
   std::condition_variable confirmed_;                             // with mu_: a channel was confirmed
   std::unordered_map<std::string, std::shared_ptr<Slot>> slots_;  // by owner; guarded by mu_
