@@ -142,6 +142,31 @@ void Session::rotate(std::size_t failed) {
   if (current_ == failed) current_ = (current_ + 1) % channels_.size();
 }
 
+// The pause watches the members' channels rather than sleeping: a watch is
+// what makes gRPC look at a channel's connection attempt (a sleeping
+// client's attempt is otherwise noticed only by gRPC's backup poller, every
+// 5 s), so a member that comes back is used as soon as it accepts.
+void Session::pause(steady::time_point until) {
+  const auto wall_until = std::chrono::system_clock::now() + std::max(until - steady::now(), steady::duration::zero());
+  grpc::CompletionQueue changes;
+  std::size_t watching = 0;
+  for (const auto& channel : channels_) {
+    const grpc_connectivity_state state = channel->GetState(true);
+    if (state == GRPC_CHANNEL_READY || state == GRPC_CHANNEL_SHUTDOWN) continue;
+    channel->NotifyOnStateChange(state, wall_until, &changes, nullptr);
+    ++watching;
+  }
+  // Every watch ends by `until` (on a change or its deadline).
+  void* tag;
+  bool changed;
+  for (; watching > 0 && changes.Next(&tag, &changed); --watching) {
+  }
+  changes.Shutdown();
+  while (changes.Next(&tag, &changed)) {
+  }
+  std::this_thread::sleep_until(until);  // members that answered but refused (a leader change)
+}
+
 void Session::prepare(grpc::ClientContext& context, steady::time_point deadline) {
   // gRPC takes a wall-clock deadline: the time left, from now.
   if (deadline != steady::time_point::max())
@@ -171,7 +196,7 @@ Status Session::authenticate(steady::time_point deadline) {
       return to_status(why(s, unreachable), "authenticating as '" + *config_.user + "' at " + config_.redacted_url,
                        config_.tls);
     rotate(at);
-    if ((tries + 1) % channels_.size() == 0) std::this_thread::sleep_for(all_members_down_pause);
+    if ((tries + 1) % channels_.size() == 0) pause(std::min(deadline, steady::now() + all_members_down_pause));
   }
 }
 
@@ -203,8 +228,7 @@ Status Session::call(steady::time_point deadline, std::string_view step, Call&& 
     if (s.error_code() == grpc::StatusCode::UNAVAILABLE) unreachable = s;
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE || steady::now() >= deadline)
       return to_status(why(s, unreachable), step, config_.tls);
-    if ((tries + 1) % channels_.size() == 0)
-      std::this_thread::sleep_until(std::min(deadline, steady::now() + all_members_down_pause));
+    if ((tries + 1) % channels_.size() == 0) pause(std::min(deadline, steady::now() + all_members_down_pause));
   }
 }
 

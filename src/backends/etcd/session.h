@@ -118,6 +118,8 @@ class Session {
   template <class Call>
   Status call(steady::time_point deadline, std::string_view step, Call&& call);
   void prepare(grpc::ClientContext& context, steady::time_point deadline);
+  // Waits until `until` while gRPC reconnects the members (see .cpp).
+  void pause(steady::time_point until);
   Status authenticate(steady::time_point deadline);
   void rotate(std::size_t failed);
   std::size_t current() const;
