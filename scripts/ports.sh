@@ -4,13 +4,29 @@
 # scripts retry their start with a fresh pick.
 
 # free_ports N: N distinct ports that were free a moment ago, one per line.
+# They are picked outside the kernel's ephemeral range (where it picks the
+# local port of every outgoing connection): a server stopped and started
+# again on its port (the fault tests) would otherwise find it taken, now
+# and then, by some process's connection made meanwhile.
 free_ports() {
   python3 - "$1" <<'PY'
-import socket, sys
+import random, socket, sys
+try:
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        lo, hi = (int(x) for x in f.read().split())
+except OSError:
+    lo, hi = 32768, 60999
+pool = [p for p in range(10000, 65536) if not lo <= p <= hi]
+random.shuffle(pool)
 held = []
 for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    while True:
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", pool.pop() if pool else 0))
+            break
+        except OSError:
+            s.close()  # taken: the next one
     held.append(s)  # keep it bound so the next pick differs
 for s in held:
     print(s.getsockname()[1])
