@@ -179,7 +179,11 @@ case "$cmd" in
     i="${3:?member index}"
     pid_of "$i" >/dev/null && { echo "etcd-server.sh: member $i is running" >&2; exit 1; }
     launch "$i" "$(cat "$dir/cluster")" existing
-    wait_healthy "$i"
+    wait_healthy "$i" || {
+      echo "etcd-server.sh: member $i did not come back; the end of its log:" >&2
+      tail -5 "$dir/node$i/etcd.log" >&2
+      exit 1
+    }
     ;;
   leader)
     for i in $(nodes); do
