@@ -6,6 +6,7 @@
 // because it stops, restarts or reconfigures it.
 #include "child_process.h"
 #include "fenced_resource.h"
+#include "ports.h"
 #include "thrown.h"
 
 #include <dlock/dlock.h>
@@ -34,22 +35,6 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-// A free TCP port on 127.0.0.1 (the kernel's pick; a race with another
-// process is handled by retrying the start).
-std::string free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  std::string port;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = std::to_string(ntohs(addr.sin_port));
-  ::close(fd);
-  return port;
-}
-
 class RedisFault : public ::testing::Test {
  protected:
   void SetUp() override { start(); }
@@ -59,7 +44,7 @@ class RedisFault : public ::testing::Test {
   // with the test even if the test crashes (ChildProcess sets PDEATHSIG).
   void start(std::vector<std::string> extra = {}, std::string port = "") {
     for (int attempt = 0; attempt < 20 && !server_; ++attempt) {
-      port_ = port.empty() ? free_port() : port;
+      port_ = port.empty() ? std::to_string(free_port()) : port;
       std::vector<std::string> args{"/usr/bin/redis-server", "--port", port_, "--bind", "127.0.0.1",
                                     "--dir", dir_.path(), "--logfile", dir_.path() + "/redis.log",
                                     "--save", "", "--appendonly", "no"};

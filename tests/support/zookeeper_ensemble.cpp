@@ -1,5 +1,7 @@
 #include "zookeeper_ensemble.h"
 
+#include "ports.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -8,9 +10,6 @@
 
 #include <fstream>
 #include <poll.h>
-#include <mutex>
-#include <random>
-#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -19,33 +18,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
-
-// A TCP port on 127.0.0.1 that is free now, outside the kernel's ephemeral
-// range (scripts/ports.sh says why: a node is started again on its ports).
-int free_port() {
-  int lo = 32768, hi = 60999;
-  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> lo >> hi;
-  static std::mutex mu;
-  static std::mt19937 random(std::random_device{}());
-  static std::set<int> given;  // (none twice: a node's three ports are picked before it binds them)
-  std::lock_guard lk(mu);
-  std::uniform_int_distribution<int> pick(10000, 65535);
-  for (int tries = 0; tries < 1000; ++tries) {
-    const int port = pick(random);
-    if ((port >= lo && port <= hi) || given.count(port)) continue;
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);
-    if (!free) continue;
-    given.insert(port);
-    return port;
-  }
-  throw std::runtime_error("no free port for ZooKeeper outside the ephemeral range");
-}
 
 }  // namespace
 
