@@ -112,6 +112,11 @@ class RedisClusterFault : public ::testing::Test {
         order.push_back(line);
     return order;
   }
+  // The pid of the node on `port`; -1 if it is not known.
+  pid_t pid_of(const std::string& port) {
+    const std::string text = trimmed(script("pid " + port));
+    return text.empty() ? -1 : static_cast<pid_t>(std::stol(text));
+  }
   // A lock name whose keys master `port` serves ("" if none found).
   std::string name_on(const std::string& port) {
     for (int i = 0; i < 256; ++i)
@@ -419,9 +424,8 @@ TEST_F(StoppedMaster, WakeUpsFromTheOtherMastersStillComeAtOnce) {
   // A name on the last master, and one on the first, which will stop.
   const std::string name = name_on(order.back()), stalled_name = name_on(order.front());
   ASSERT_FALSE(name.empty() || stalled_name.empty());
-  const std::string pid_text = trimmed(script("pid " + order.front()));
-  ASSERT_FALSE(pid_text.empty());
-  const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+  const pid_t pid = pid_of(order.front());
+  ASSERT_GT(pid, 0);
   for (const auto& port : masters_) ASSERT_EQ(cli(port, "CONFIG SET requirepass s3cret-pw"), "OK");
   const std::string url = "redis+cluster://default:s3cret-pw@" + url_.substr(std::string("redis+cluster://").size());
   auto holder = dlock::connect(url, {.op_timeout = 1s});
@@ -455,6 +459,35 @@ TEST_F(StoppedMaster, WakeUpsFromTheOtherMastersStillComeAtOnce) {
       << "a wake-up waited for the stopped master: " << list;
 }
 
+// A client closes at once while its slot map is being read again from a
+// master that does not answer (SIGSTOPped, the first in the map's order):
+// a call to it failed, and the reading it set off gives the stopped master
+// its share of op_timeout first. The reading gives up when the client
+// closes; it used to hold the client's destruction for that share (2 s).
+TEST_F(StoppedMaster, AClientClosesAtOnceWhileAMasterDoesNotAnswer) {
+  const std::vector<std::string> order = masters_in_map_order();
+  ASSERT_EQ(order.size(), 3u);
+  const std::string stalled_name = name_on(order.front());
+  ASSERT_FALSE(stalled_name.empty());
+  const pid_t pid = pid_of(order.front());
+  ASSERT_GT(pid, 0);
+  auto client = dlock::connect(url_, {.op_timeout = 6s});
+  ASSERT_TRUE(stop_process(pid));
+  bool failed = false;
+  try {
+    (void)client->mutex(stalled_name).try_lock();
+  } catch (const Error& e) {
+    failed = e.kind() == errc::unavailable;
+  }
+  const auto closing = steady::now();
+  client.reset();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - closing);
+  ::kill(pid, SIGCONT);
+  EXPECT_TRUE(failed) << "a call to the stopped master did not fail unavailable";
+  std::printf("the client closed in %lld ms (op_timeout 6 s)\n", static_cast<long long>(took.count()));
+  EXPECT_LT(took, scaled(700ms)) << "closing the client waited for a master that does not answer";
+}
+
 // The lock's master stops answering (SIGSTOPped, as if cut off) and is the
 // first the clients would ask for the slot map again: its replica is
 // promoted after the node timeout (1.5 s), and the clients find it. A call
@@ -467,9 +500,8 @@ TEST_F(KilledMaster, ClientsFindTheReplicaOfAStoppedMasterTheyWouldAskFirst) {
   ASSERT_EQ(order.size(), 3u);
   const std::string name = name_on(order.front());
   ASSERT_FALSE(name.empty());
-  const std::string pid_text = trimmed(script("pid " + order.front()));
-  ASSERT_FALSE(pid_text.empty());
-  const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+  const pid_t pid = pid_of(order.front());
+  ASSERT_GT(pid, 0);
   const std::string slot = slot_of(name);
   const auto outcome = contended_run(name, [&] { ASSERT_TRUE(stop_process(pid)); }, false);
   ::kill(pid, SIGCONT);

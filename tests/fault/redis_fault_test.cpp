@@ -293,6 +293,28 @@ TEST_F(RedisFault, NoConnectionOrThreadOutlivesTheClient) {
   EXPECT_EQ(connections(), before) << "connections left open after the client was destroyed";
 }
 
+// A client closes at once while its server does not answer (SIGSTOPped):
+// its subscriber, connecting again after its PING went unanswered, hangs at
+// AUTH until op_timeout (5 s) and used to hold the client's destruction
+// that long; it gives up when the client closes.
+TEST_F(RedisFault, AClientClosesAtOnceWhileItsServerDoesNotAnswer) {
+  stop();
+  start({"--requirepass", "s3cr3t-pw"});
+  auto client = dlock::connect("redis://:s3cr3t-pw@127.0.0.1:" + port(), {.op_timeout = 5s});
+  ASSERT_TRUE(stop_process(server_pid()));
+  // The subscriber's PING goes unanswered (1 s, then op_timeout): its
+  // connection is lost (the client makes no other calls), and it connects
+  // again at once.
+  const bool lost = eventually([&] { return client->stats().disconnects >= 1; }, scaled(15s));
+  std::this_thread::sleep_for(200ms);  // at AUTH by now
+  const auto closing = steady::now();
+  client.reset();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - closing);
+  ASSERT_TRUE(lost) << "the subscriber never lost its connection to the stopped server";
+  std::printf("the client closed in %lld ms (op_timeout 5 s)\n", static_cast<long long>(took.count()));
+  EXPECT_LT(took, scaled(1s)) << "closing the client waited for a server that does not answer";
+}
+
 // An operator's view of a restart: the log callback hears the connection
 // lost and restored and the lock lost, the counters and the metrics text
 // show them, and no message carries the password or an owner id.

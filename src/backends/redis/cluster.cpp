@@ -5,6 +5,8 @@
 #include "core/thread_name.h"
 
 #include <hiredis.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <set>
@@ -51,7 +53,8 @@ struct ClusterRouter::Node {
   Pool pool;
 };
 
-ClusterRouter::ClusterRouter(const Config& config) : config_(config) {}
+ClusterRouter::ClusterRouter(const Config& config)
+    : config_(config), closing_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 ClusterRouter::~ClusterRouter() {
   {
@@ -59,8 +62,13 @@ ClusterRouter::~ClusterRouter() {
     stopping_ = true;
   }
   bg_cv_.notify_all();
-  if (bg_thread_.joinable()) bg_thread_.join();
+  if (bg_thread_.joinable()) bg_thread_.join();  // (the replies of releases sent without waiting: read)
+  // Nothing but a map reading may use the pools now: it gives up at once
+  // rather than spend its op_timeout on a master that does not answer.
+  std::uint64_t one = 1;
+  if (closing_fd_ >= 0) (void)!::write(closing_fd_, &one, sizeof one);
   if (refresher_.joinable()) refresher_.join();
+  if (closing_fd_ >= 0) ::close(closing_fd_);
 }
 
 void ClusterRouter::run_background() {
@@ -93,7 +101,10 @@ void ClusterRouter::run_background() {
 ClusterRouter::Node& ClusterRouter::node(const Endpoint& at) {
   std::lock_guard lk(mu_);
   auto& n = nodes_[address(at)];
-  if (!n) n = std::make_unique<Node>(config_, at);
+  if (!n) {
+    n = std::make_unique<Node>(config_, at);
+    if (closing_fd_ >= 0) n->pool.cancel_on(closing_fd_);
+  }
   return *n;
 }
 

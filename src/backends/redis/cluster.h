@@ -125,6 +125,7 @@ class ClusterRouter final : public Commands, public SlotOwners {
   std::thread refresher_;                                         // bg_mu_: reread_later()'s
   bool stopping_ = false;                                         // bg_mu_
   std::thread bg_thread_;                                         // started by the first send()
+  const int closing_fd_;  // an eventfd, written when the router closes: its pools' waits give up
   std::mutex mu_;
   std::shared_ptr<const SlotMap> map_;                  // mu_
   std::map<std::string, std::unique_ptr<Node>> nodes_;  // mu_; by "host:port", never removed

@@ -342,10 +342,14 @@ Status Connection::wait(steady::time_point deadline, std::string_view step) {
   const auto left = std::max(deadline - steady::now(), steady::duration::zero());
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
   const timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  pollfd p{context_->fd, static_cast<short>(POLLIN | (output_pending() ? POLLOUT : 0)), 0};
-  const int n = ::ppoll(&p, 1, &ts, nullptr);
+  pollfd fds[2] = {{context_->fd, static_cast<short>(POLLIN | (output_pending() ? POLLOUT : 0)), 0},
+                   {cancel_fd_, POLLIN, 0}};
+  const int n = ::ppoll(fds, cancel_fd_ >= 0 ? 2 : 1, &ts, nullptr);
   if (n < 0) return errno == EINTR ? Status{} : fail(io_error(step, errno));
   if (n == 0) return fail(no_answer(step));
+  if (cancel_fd_ >= 0 && fds[1].revents != 0)
+    return fail(Status(errc::unavailable, "redis backend: " + std::string(step) + ": the client is closing"));
+  const pollfd& p = fds[0];
   if (p.revents & POLLOUT)
     if (Status s = write_some(step); !s) return s;
   if (p.revents & (POLLIN | POLLERR | POLLHUP)) return read_some(step);
@@ -421,6 +425,10 @@ Pool::Pool(const Config& config) : id_(next_pool_id.fetch_add(1)) {
 }
 
 Pool::~Pool() = default;
+
+void Pool::cancel_on(int fd) noexcept {
+  for (auto& ch : channels_) ch->conn.cancel_on(fd);
+}
 
 
 Pool::Channel& Pool::pick() noexcept {

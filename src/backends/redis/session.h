@@ -125,6 +125,10 @@ class Connection {
   // After a failed connect(): when the next may be tried (backing off, 50 ms
   // doubling to 1 s); earlier ones fail at once.
   steady::time_point retry_at() const noexcept { return retry_at_; }
+  // Its waits give up (the connection dropped, the call failing
+  // `unavailable`) once `fd` is readable: its owner is closing. Set before
+  // the connection is used.
+  void cancel_on(int fd) noexcept { cancel_fd_ = fd; }
   redisContext* context() const noexcept { return context_; }
 
   // One round trip; an error reply becomes a Status (to_status).
@@ -162,6 +166,7 @@ class Connection {
   std::size_t out_done_ = 0;
   steady::time_point retry_at_{};
   std::chrono::milliseconds backoff_{0};
+  int cancel_fd_ = -1;
   std::string last_error_;
 };
 
@@ -240,6 +245,9 @@ class Pool final : public Commands {
   void flush(steady::time_point deadline) override;
   Result<std::string> load(Script script, steady::time_point deadline) override;
   Result<std::vector<Pool*>> shards(steady::time_point) override { return std::vector<Pool*>{this}; }
+  // Its connections' waits give up once `fd` is readable (see
+  // Connection::cancel_on). Set before the pool is used.
+  void cancel_on(int fd) noexcept;
 
   struct Request;
   struct Channel;

@@ -59,7 +59,12 @@ std::string address(const Endpoint& e) { return e.host + ":" + std::to_string(e.
 }  // namespace
 
 struct Subscriber::Link {
-  Link(const Config& config, Endpoint master) : at(std::move(master)), conn(config, nullptr) {}
+  // Its connection gives up waiting once `stop_fd` is readable (the
+  // subscriber closing): a connection attempt or a subscription to a
+  // master that does not answer holds up the client's destruction no more.
+  Link(const Config& config, Endpoint master, int stop_fd) : at(std::move(master)), conn(config, nullptr) {
+    if (stop_fd >= 0) conn.cancel_on(stop_fd);
+  }
   const Endpoint at;  // sharded: the master
   Connection conn;
   // Sharded: a connection attempt of its own is under way on `attempt`
@@ -77,9 +82,9 @@ struct Subscriber::Link {
 
 Subscriber::Subscriber(const Config& config, std::string channel, MessageHook on_message, SlotOwners* owners)
     : config_(config), channel_(std::move(channel)), on_message_(std::move(on_message)), owners_(owners) {
-  if (!owners_) links_[""] = std::make_unique<Link>(config_, Endpoint{});
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   kick_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (!owners_) links_[""] = std::make_unique<Link>(config_, Endpoint{}, stop_fd_);
 }
 
 Subscriber::~Subscriber() {
@@ -88,7 +93,7 @@ Subscriber::~Subscriber() {
     (void)!::write(stop_fd_, &one, sizeof one);
     thread_.join();
   }
-  // (An attempt or a reading under way ends within op_timeout.)
+  // (An attempt under way gives up at once: its connection waits on stop_fd_ too.)
   for (auto& [where, link] : links_)
     if (link->attempt.joinable()) link->attempt.join();
   if (stop_fd_ >= 0) ::close(stop_fd_);
@@ -295,7 +300,7 @@ void Subscriber::reconcile() {
       sent = link && link->conn.connected() && write_command(link->conn.context(), {"SUNSUBSCRIBE", t.channel});
     } else if (auto at = owners_->master_of(hash_slot(t.channel), false, steady::time_point::max())) {
       auto& slot = links_[address(*at)];
-      if (!slot) slot = std::make_unique<Link>(owners_->node_config(*at), *at);
+      if (!slot) slot = std::make_unique<Link>(owners_->node_config(*at), *at, stop_fd_);
       link = slot.get();
       if (link->connecting.load(std::memory_order_acquire)) {
         link = nullptr;
