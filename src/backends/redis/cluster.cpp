@@ -446,7 +446,13 @@ void ClusterRouter::send(const Batch& batch, steady::time_point deadline, std::f
 
 void ClusterRouter::reread_later() {
   std::lock_guard lk(bg_mu_);
-  if (stopping_ || refreshing_) return;  // (one under way is enough: it reads the map as it is now)
+  if (stopping_) return;
+  if (refreshing_) {
+    // The reading under way may have begun before what made this request
+    // (a promotion): one more follows it (however many ask meanwhile).
+    reread_again_ = true;
+    return;
+  }
   if (refresher_.joinable()) refresher_.join();
   refreshing_ = true;
   // Not on the background thread: a reading may spend a share of
@@ -454,9 +460,14 @@ void ClusterRouter::reread_later() {
   // (a release answered MOVED) must not wait for it.
   refresher_ = std::thread([this] {
     name_this_thread("dlock-cluster");
-    (void)refresh(steady::now() + config_.op_timeout, nullptr);
-    std::lock_guard done(bg_mu_);
-    refreshing_ = false;
+    for (bool again = false;; again = true) {
+      (void)refresh(steady::now() + config_.op_timeout, nullptr, again);
+      std::lock_guard done(bg_mu_);
+      if (stopping_ || !std::exchange(reread_again_, false)) {
+        refreshing_ = false;
+        return;
+      }
+    }
   });
 }
 

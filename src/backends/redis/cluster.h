@@ -122,6 +122,7 @@ class ClusterRouter final : public Commands, public SlotOwners {
   std::map<Pool*, steady::time_point> unread_;                    // bg_mu_: pools to flush, by when
   bool bg_busy_ = false;                                          // bg_mu_: working on what it took
   bool refreshing_ = false;                                       // bg_mu_: refresher_ is reading the map
+  bool reread_again_ = false;                                     // bg_mu_: ... and is to read it once more
   std::thread refresher_;                                         // bg_mu_: reread_later()'s
   bool stopping_ = false;                                         // bg_mu_
   std::thread bg_thread_;                                         // started by the first send()
