@@ -60,11 +60,23 @@ template <class Lock>
 int hammer(Lock* lock, const std::string& resource_path, int count, int work_us) {
   dlock::test::FencedResource resource(resource_path, false);
   const std::int64_t me = ::getpid();
+  int unavailable = 0;
   for (int i = 0; i < count; ++i) {
     std::uint64_t token = 0;
     if (lock) {
       const auto asked = std::chrono::steady_clock::now();
-      lock->lock();
+      for (;;) try {
+          lock->lock();
+          break;
+        } catch (const dlock::Error& e) {
+          // A loaded machine can delay a store's answer past its timeout
+          // (a quorum node's is 200 ms) while the servers start: asked
+          // again, a few times in the whole run (what is tested is who
+          // holds the lock, not how fast the store answers).
+          if (e.kind() != dlock::errc::unavailable || ++unavailable > 10) throw;
+          std::fprintf(stderr, "worker: %s (asking again)\n", e.what());
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
       resource.waited(std::chrono::steady_clock::now() - asked);
       token = lock->token();
     }
