@@ -394,9 +394,15 @@ TEST(FileThreads, TheClientsThreadsAreNamedDlock) {
   held.lock();  // a watchdog lease: the lease keeper runs
   auto other = c->mutex("named-async");
   Hold hold = other.async_lock().get();  // the async API's thread runs
-  const std::string names = thread_names();
-  EXPECT_NE(names.find("dlock-keeper"), std::string::npos) << names;
-  EXPECT_NE(names.find("dlock-async"), std::string::npos) << names;
+  // (A thread names itself as it starts, which may come a moment later.)
+  std::string names;
+  EXPECT_TRUE(eventually(
+      [&] {
+        names = thread_names();
+        return names.find("dlock-keeper") != std::string::npos && names.find("dlock-async") != std::string::npos;
+      },
+      scaled(2s)))
+      << names;
   hold.unlock();
   held.unlock();
 }
