@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -499,6 +500,40 @@ TEST_F(RedisFault, BadCountsAndForeignKeysAreRefusedAndChangeNothing) {
   EXPECT_EQ(thrown([&] { (void)client->semaphore("s", 1).try_acquire(); }), errc::invalid_argument);
   for (const std::string key : {"bad:{n}:counter", "bad:{gate}:latch", "bad:{s}:sem"})
     EXPECT_EQ(cli("GET '" + key + "'"), "foreign\n") << key << " was changed";
+}
+
+// A waiter that gives up just as a release hands it the lock (the release
+// ran between its last attempt and its leaving the queue; the wake-up that
+// carries the lock came after it left) gives the lock on: it is not left
+// held by nobody until its lease (60 s here) ends. Each wait is a thread of
+// its own (an owner that never asks again, which would take its lock back),
+// and waits of 1-3 ms against max_barging_wait's 1 ms make handovers to
+// waiters that are about to give up frequent.
+TEST_F(RedisFault, AWaiterThatGivesUpAsTheLockIsHandedToItLeavesItFree) {
+  std::vector<std::shared_ptr<Client>> clients;
+  for (int i = 0; i < 2; ++i) clients.push_back(dlock::connect(base_url()));
+  std::atomic<int> turns{0}, gave_up{0};
+  std::vector<std::thread> workers;
+  const auto until = steady::now() + 3s;
+  for (int w = 0; w < 4; ++w)
+    workers.emplace_back([&, w] {
+      for (int i = 0; i < 5'000 && steady::now() < until; ++i)
+        std::thread([&] {
+          auto m = clients[static_cast<std::size_t>(w % 2)]->mutex("handed", {.lease = 60s});
+          if (m.try_lock_for(std::chrono::microseconds(1000 + 500 * (i % 5)))) {
+            std::this_thread::sleep_for(std::chrono::microseconds(300));
+            m.unlock();
+            ++turns;
+          } else {
+            ++gave_up;
+          }
+        }).join();
+    });
+  for (auto& t : workers) t.join();
+  std::printf("%d turns, %d waits given up\n", turns.load(), gave_up.load());
+  EXPECT_GT(gave_up.load(), 0) << "no wait ran out: the race was not tried";
+  auto m = dlock::connect(base_url())->mutex("handed");
+  EXPECT_TRUE(m.try_lock_for(scaled(1s))) << "the lock was left held by a waiter that had given up";
 }
 
 // unlock() sends the release and returns: a stopped server does not hold it

@@ -340,7 +340,19 @@ class RedisBackend final : public Backend, public LockDriver {
 
   std::unique_ptr<Waiter> watch(const LockRequest& request) override {
     // No round trip: the retry core makes right after this queues us.
-    return std::make_unique<RedisWaiter>(*this, subscriber_.add(slot_key(request), request.name, store_.channel(request.name)), request.kind);
+    // A lock handed to this waiter after it gave up (the wake-up came after
+    // it left) is released, or handed on, at once rather than at the end of
+    // its lease. (Not waited for: this runs on the subscriber's thread.)
+    auto orphaned = [this, request](const Subscriber::Handover& handover) {
+      LockRequest held = request;
+      held.lease = milliseconds(handover.lease_ms);
+      Grant grant;
+      grant.token = handover.token;
+      release_async(held, grant, [](Status) {});
+    };
+    return std::make_unique<RedisWaiter>(
+        *this, subscriber_.add(slot_key(request), request.name, store_.channel(request.name), std::move(orphaned)),
+        request.kind);
   }
 
   Status release(const LockRequest& request, Grant& grant) override {
@@ -624,6 +636,9 @@ class RedisBackend final : public Backend, public LockDriver {
   // reached, the entry's deadline (waiter_ttl) removes it.
   void leave(const std::shared_ptr<Subscriber::Slot>& slot, LockKind kind) noexcept {
     try {
+      // (Removed first: a handover that comes after this goes to the
+      // slot's `orphaned`, one that came before is here.)
+      const bool queued = subscriber_.remove(slot);
       // Handed the lock and gone before taking it: give it on.
       if (auto handover = subscriber_.untaken_handover(*slot)) {
         LockRequest request{slot->name, slot->owner, milliseconds(handover->lease_ms)};
@@ -632,7 +647,7 @@ class RedisBackend final : public Backend, public LockDriver {
         grant.token = handover->token;
         (void)release(request, grant);
       }
-      if (!subscriber_.remove(slot)) return;
+      if (!queued) return;
       const auto deadline = steady::now() + config_.op_timeout;
       const std::string step = "leaving the queue of '" + slot->name + "'";
       const Layout& layout = layout_of(kind);

@@ -26,6 +26,9 @@ constexpr milliseconds ping_every{1'000};
 
 // A sharded channel whose SSUBSCRIBE failed (not MOVED) is tried again after this.
 constexpr milliseconds retry_after{100};
+// How long, and how many, removed slots are remembered (see remove()).
+constexpr milliseconds departed_for{5'000};
+constexpr std::size_t departed_max = 10'000;
 
 bool is_array_starting(const redisReply* r, std::string_view kind) {
   return r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->type == REDIS_REPLY_STRING &&
@@ -130,10 +133,12 @@ Status Subscriber::subscribe(steady::time_point deadline) {
 }
 
 std::shared_ptr<Subscriber::Slot> Subscriber::add(const std::string& owner, const std::string& name,
-                                                 const std::string& channel) {
+                                                 const std::string& channel,
+                                                 std::function<void(const Handover&)> orphaned) {
   auto slot = std::make_shared<Slot>();
   slot->owner = owner;
   slot->name = name;
+  slot->orphaned = std::move(orphaned);
   std::unique_lock lk(mu_);
   slot->nonce = std::to_string(++next_nonce_);
   slots_[owner] = slot;  // an owner is one thread: it waits for one lock at a time
@@ -151,7 +156,23 @@ std::shared_ptr<Subscriber::Slot> Subscriber::add(const std::string& owner, cons
 
 bool Subscriber::remove(const std::shared_ptr<Slot>& slot) {
   std::lock_guard lk(mu_);
-  if (auto it = slots_.find(slot->owner); it != slots_.end() && it->second == slot) slots_.erase(it);
+  if (auto it = slots_.find(slot->owner); it != slots_.end() && it->second == slot) {
+    slots_.erase(it);
+    if (slot->orphaned) {
+      // A wake-up that hands it the lock may be on its way (the release ran
+      // before our leaving did): dispatch() gives that lock on. Kept for
+      // a few seconds, far longer than a message takes.
+      const auto now = steady::now();
+      while (!departed_order_.empty() &&
+             (departed_order_.front().first + departed_for < now || departed_order_.size() >= departed_max)) {
+        departed_.erase(departed_order_.front().second);
+        departed_order_.pop_front();
+      }
+      std::string key = slot->owner + "\n" + slot->nonce;
+      departed_[key] = slot;
+      departed_order_.emplace_back(now, std::move(key));
+    }
+  }
   if (!slot->channel.empty()) {
     if (auto c = channels_.find(slot->channel); c != channels_.end() && --c->second.users == 0) kick();
     slot->channel.clear();  // counted once
@@ -241,13 +262,24 @@ void Subscriber::dispatch(const redisReply* r) {
   std::optional<Handover> handover;
   if (wake->handover) handover = Handover{.token = wake->token, .server_ms = wake->server_ms, .lease_ms = wake->lease_ms};
   std::function<void()> call;
+  std::shared_ptr<Slot> orphan;
   {
     std::lock_guard lk(mu_);
     auto it = slots_.find(std::string(wake->owner));
-    if (it == slots_.end() || it->second->name != wake->name || it->second->nonce != wake->nonce) return;
-    if (handover) it->second->handover = handover;
-    call = notify(*it->second);
+    if (it == slots_.end() || it->second->name != wake->name || it->second->nonce != wake->nonce) {
+      // Handed to a waiter that has left: given on (its release checks the
+      // token, so a lock its owner took again since is left alone).
+      if (!handover) return;
+      auto d = departed_.find(std::string(wake->owner) + "\n" + std::string(wake->nonce));
+      if (d == departed_.end() || d->second->name != wake->name) return;
+      orphan = std::move(d->second);
+      departed_.erase(d);
+    } else {
+      if (handover) it->second->handover = handover;
+      call = notify(*it->second);
+    }
   }
+  if (orphan) orphan->orphaned(*handover);
   if (call) call();
 }
 

@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -88,6 +89,10 @@ class Subscriber {
     std::condition_variable cv;
     // Called (without the mutex) on each notification (Waiter::on_notify).
     std::function<void()> on_notify;   // guarded by Subscriber's mutex
+    // Gives on a lock handed to this slot after it was removed (its waiter
+    // gave up as the release ran): set by add(), called on the
+    // subscriber's thread.
+    std::function<void(const Handover&)> orphaned;
   };
 
   // What a message on the channel goes to, instead of the table of waiting
@@ -106,9 +111,11 @@ class Subscriber {
 
   // `channel`: sharded, the channel its wake-ups come on (subscribed on
   // the master of its slot before this returns, unless that takes longer
-  // than op_timeout); else unused.
-  std::shared_ptr<Slot> add(const std::string& owner, const std::string& name, const std::string& channel = {});
+  // than op_timeout); else unused. `orphaned`: see Slot.
+  std::shared_ptr<Slot> add(const std::string& owner, const std::string& name, const std::string& channel = {},
+                            std::function<void(const Handover&)> orphaned = {});
   // Removes the slot; whether its entry may still be queued in the store.
+  // A slot with `orphaned` is remembered a while (a handover on its way).
   bool remove(const std::shared_ptr<Slot>& slot);
   // The slot of `owner` waiting for `name`, or nullptr.
   std::shared_ptr<Slot> find(const std::string& owner, const std::string& name);
@@ -178,6 +185,9 @@ class Subscriber {
   std::mutex mu_;
   std::condition_variable confirmed_;                             // with mu_: a channel was confirmed
   std::unordered_map<std::string, std::shared_ptr<Slot>> slots_;  // by owner; guarded by mu_
+  // Slots removed lately (by owner and nonce), oldest first; guarded by mu_.
+  std::unordered_map<std::string, std::shared_ptr<Slot>> departed_;
+  std::deque<std::pair<steady::time_point, std::string>> departed_order_;
   std::map<std::string, Channel> channels_;                       // sharded; guarded by mu_
   std::uint64_t next_nonce_ = 0;                                   // guarded by mu_
 };
