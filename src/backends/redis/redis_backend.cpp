@@ -636,17 +636,10 @@ class RedisBackend final : public Backend, public LockDriver {
   // reached, the entry's deadline (waiter_ttl) removes it.
   void leave(const std::shared_ptr<Subscriber::Slot>& slot, LockKind kind) noexcept {
     try {
-      // (Removed first: a handover that comes after this goes to the
-      // slot's `orphaned`, one that came before is here.)
+      // Handed the lock and gone before taking it: give it on, as the
+      // subscriber does with a handover that comes after this removal.
       const bool queued = subscriber_.remove(slot);
-      // Handed the lock and gone before taking it: give it on.
-      if (auto handover = subscriber_.untaken_handover(*slot)) {
-        LockRequest request{slot->name, slot->owner, milliseconds(handover->lease_ms)};
-        request.kind = kind;
-        Grant grant;
-        grant.token = handover->token;
-        (void)release(request, grant);
-      }
+      if (auto handover = subscriber_.untaken_handover(*slot)) slot->orphaned(*handover);
       if (!queued) return;
       const auto deadline = steady::now() + config_.op_timeout;
       const std::string step = "leaving the queue of '" + slot->name + "'";
