@@ -215,6 +215,27 @@ TEST_F(Cli, BenchSecondsTakesAPlainNumber) {
   EXPECT_EQ(dlock({"bench", "--backend", url(), "--workload", "uncontended", "--seconds", "0"}).first, 64);
 }
 
+// The flash sale sells with the lock options given (--fair,
+// --max-barging-wait) and says which it used; a bad bound changes nothing.
+TEST_F(Cli, FlashSaleBenchTakesTheLockOptions) {
+  const std::vector<std::string> sale{"bench", "--backend", url(), "--workload", "flash-sale", "--stock", "40",
+                                      "--processes", "2", "--threads", "1", "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto args = sale;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return dlock(args, 120s);
+  };
+  auto [fair_status, fair] = with({"--fair"});
+  ASSERT_EQ(fair_status, 0) << fair;
+  EXPECT_NE(fair.find("\"fair\":true"), std::string::npos) << fair;
+  EXPECT_NE(fair.find("\"max_barging_wait_ms\":0"), std::string::npos) << fair;
+  auto [bound_status, bound] = with({"--max-barging-wait", "7ms"});
+  ASSERT_EQ(bound_status, 0) << bound;
+  EXPECT_NE(bound.find("\"fair\":false"), std::string::npos) << bound;
+  EXPECT_NE(bound.find("\"max_barging_wait_ms\":7"), std::string::npos) << bound;
+  EXPECT_EQ(with({"--max-barging-wait", "soon"}).first, 64);
+}
+
 TEST_F(Cli, MaxRunTerminatesAnOverrunningJobAndReleases) {
   const auto start = std::chrono::steady_clock::now();
   auto [status, out] = dlock(run_args("overrun", {"--max-run", "300ms", "--kill-after", "300ms"},

@@ -371,6 +371,9 @@ int flash_sale_bench(const BenchArgs& args, const std::string& backend, std::chr
   config.time_limit = seconds;
   config.product = fresh_product_name("sku-bench");
   config.stock_in = args.stock_in.empty() ? default_stock_store(backend) : args.stock_in;
+  config.lock_options.fair = args.fair;
+  if (!args.max_barging_wait.empty())
+    config.lock_options.max_barging_wait = duration_arg(args.max_barging_wait, "--max-barging-wait");
   std::vector<SaleResult> results;
   for (SaleMode m : {SaleMode::dlock, SaleMode::segmented}) results.push_back(run_sale(config, m));
   bool broken = false;

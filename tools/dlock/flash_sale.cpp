@@ -79,7 +79,7 @@ void run_buyers(ProcessGroup& group, const SaleConfig& config, SaleMode mode, in
         });
         break;
       case SaleMode::dlock: {
-        auto mutex = client->mutex(config.product);
+        auto mutex = client->mutex(config.product, config.lock_options);
         buyer_loop(slot, deadline, [&](steady::time_point until) -> std::optional<bool> {
           std::unique_lock hold(mutex, until);  // try_lock_until: bounded by the time limit
           if (!hold) return std::nullopt;
@@ -90,7 +90,7 @@ void run_buyers(ProcessGroup& group, const SaleConfig& config, SaleMode mode, in
       case SaleMode::segmented: {
         std::vector<dlock::Mutex> segs;
         for (int i = 0; i < config.segments; ++i)
-          segs.push_back(client->mutex(config.product + ":seg:" + std::to_string(i)));
+          segs.push_back(client->mutex(config.product + ":seg:" + std::to_string(i), config.lock_options));
         std::vector<bool> empty(static_cast<std::size_t>(config.segments), false);
         int empties = 0;
         std::minstd_rand rng(static_cast<unsigned>(::getpid()) * 7919u + static_cast<unsigned>(thread));
@@ -266,6 +266,8 @@ std::string sale_json(const SaleConfig& config, const std::vector<SaleResult>& r
       .integer("stock", config.stock)
       .num("work_us", static_cast<double>(config.work.count()) / 1e3)
       .integer("segments", config.segments)
+      .boolean("fair", config.lock_options.fair)
+      .integer("max_barging_wait_ms", config.lock_options.fair ? 0 : config.lock_options.max_barging_wait.count())
       .raw("modes", json_array(items))
       .text();
 }

@@ -12,6 +12,8 @@
 // marked incomplete).
 #pragma once
 
+#include <dlock/options.h>
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -51,6 +53,7 @@ struct SaleConfig {
   std::chrono::milliseconds time_limit{60'000}; // hard limit per mode
   std::string product;                          // lock-name stem, fresh per run (see fresh_product_name)
   std::string stock_in = "memory";              // where the stock lives: stock_store.h
+  dlock::MutexOptions lock_options;             // dlock and segmented: the locks' options
 };
 
 inline constexpr int max_segments = 256;
