@@ -67,6 +67,7 @@ Acquisition::Step Acquisition::settle(Result<Attempt> attempt) {
   auto wake = deadline_;
   if (busy.holder_expires != steady::time_point::max())
     wake = std::min(wake, busy.holder_expires + expiry_margin);
+  wake = std::min(wake, busy.ask_again);
   if (waiter_) return Wait{std::min(wake, now + notification_safety_net), waiter_.get()};
   return Wait{std::min(wake, now + backoff_.next()), nullptr};
 }

@@ -107,6 +107,10 @@ struct Busy {
   // When the holder's lease runs out as far as the store told us; the
   // acquire loop retries no later than this. max() if unknown.
   steady::time_point holder_expires = steady::time_point::max();
+  // The store asks to be asked again by then even if nothing wakes the
+  // waiter (a queue head that no release wakes while others may still
+  // barge past it). max() if not.
+  steady::time_point ask_again = steady::time_point::max();
 };
 
 using Attempt = std::variant<Grant, Busy>;

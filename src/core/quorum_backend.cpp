@@ -319,6 +319,7 @@ class QuorumBackend final : public Backend, public LockDriver {
       } else {
         ++busy_nodes;
         busy.holder_expires = std::min(busy.holder_expires, std::get<Busy>(**answer).holder_expires);
+        busy.ask_again = std::min(busy.ask_again, std::get<Busy>(**answer).ask_again);
       }
     }
     if (granted_until.size() >= need) {

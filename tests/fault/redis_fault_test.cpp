@@ -536,6 +536,47 @@ TEST_F(RedisFault, AWaiterThatGivesUpAsTheLockIsHandedToItLeavesItFree) {
   EXPECT_TRUE(m.try_lock_for(scaled(1s))) << "the lock was left held by a waiter that had given up";
 }
 
+// While others may still barge past it, the head of the line is woken by
+// one release only: a holder that releases and takes the lock again at once
+// (its next attempt follows its release on the same connection) beats it
+// every time, and waking it at each release would only make it lose again.
+// It asks again itself when its bound ends, and the next release hands it
+// the lock. Before, it was woken by every one of the holder's releases.
+TEST_F(RedisFault, AHeadBargedPastIsWokenOnceAndServedAtItsBound) {
+  auto holder_client = dlock::connect(base_url()), waiter_client = dlock::connect(base_url());
+  auto holder = holder_client->mutex("barged");
+  std::atomic<bool> stop{false}, held{false};
+  std::atomic<int> cycles{0};
+  std::thread streak([&] {
+    for (int i = 0; i < 100'000 && !stop; ++i) {  // bounded: the waiter ends it within seconds
+      holder.lock();
+      held = true;
+      std::this_thread::sleep_for(200us);
+      holder.unlock();
+      ++cycles;
+    }
+  });
+  while (!held) std::this_thread::sleep_for(1ms);
+  constexpr auto bound = 300ms;
+  auto waiter = waiter_client->mutex("barged", {.max_barging_wait = bound});
+  const auto wakeups_before = waiter_client->stats().wakeups;
+  const auto start = steady::now();
+  const bool got = waiter.try_lock_for(scaled(10s));
+  const auto waited = steady::now() - start;
+  const auto wakeups = waiter_client->stats().wakeups - wakeups_before;
+  stop = true;
+  if (got) waiter.unlock();
+  streak.join();
+  std::printf("waited %lld ms, woken %llu times, while the holder took it %d times\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()),
+              static_cast<unsigned long long>(wakeups), cycles.load());
+  ASSERT_TRUE(got) << "the waiter never got the lock";
+  EXPECT_GE(waited, bound - 50ms) << "the waiter was not barged past: the test did not test";
+  EXPECT_LT(waited, bound + scaled(1s)) << "the waiter was not served near its bound";
+  EXPECT_GT(cycles.load(), 20) << "the holder did not take the lock again and again";
+  EXPECT_LE(wakeups, 4u) << "the head was woken by release after release while it could only lose";
+}
+
 // unlock() sends the release and returns: a stopped server does not hold it
 // up (unlock_checked() waits, and fails within op_timeout). The release
 // runs when the server resumes, and its answer is counted then.

@@ -147,6 +147,15 @@ TEST(RedisReplies, ReadsScriptAnswersOfTheScriptsShapeOnly) {
   EXPECT_EQ(busy->outcome, Outcome::busy);
   EXPECT_EQ(busy->holder_ms, 29950);
   EXPECT_EQ(busy->server_ms, 1700000000123);
+  EXPECT_FALSE(busy->ask_again_ms);
+  // A beaten head: when to ask again (a count of ms; anything else ignored).
+  auto beaten = acquire_reply_of(parse("*4\r\n:0\r\n:29950\r\n$13\r\n1700000000123\r\n$1\r\n7\r\n").get());
+  ASSERT_TRUE(beaten);
+  EXPECT_EQ(beaten->ask_again_ms, 7);
+  EXPECT_EQ(beaten->server_ms, 1700000000123);
+  auto odd = acquire_reply_of(parse("*4\r\n:0\r\n:29950\r\n$13\r\n1700000000123\r\n$2\r\n-3\r\n").get());
+  ASSERT_TRUE(odd);
+  EXPECT_FALSE(odd->ask_again_ms);
   auto forever = acquire_reply_of(parse("*2\r\n:0\r\n:9223372036854775807\r\n").get());
   ASSERT_TRUE(forever);
   EXPECT_FALSE(forever->holder_ms);  // more than longest_ms: unknown

@@ -797,6 +797,7 @@ class RedisBackend final : public Backend, public LockDriver {
     }
     Busy busy;
     if (reply->holder_ms) busy.holder_expires = steady::now() + milliseconds(*reply->holder_ms);
+    if (reply->ask_again_ms) busy.ask_again = steady::now() + milliseconds(*reply->ask_again_ms);
     return Attempt(busy);
   }
 

@@ -178,10 +178,12 @@ std::optional<AcquireReply> acquire_reply_of(const redisReply* r) {
     case 0:
       out.outcome = AcquireReply::Outcome::busy;
       if (const std::int64_t left = integer(r->element[1]); left >= 0 && left <= longest_ms) out.holder_ms = left;
-      if (r->elements == 3) {
+      if (r->elements >= 3) {
         out.server_ms = signed_number(r->element[2]).value_or(-1);
         if (out.server_ms < 0 || out.server_ms > latest_server_ms) out.server_ms = -1;
       }
+      if (r->elements >= 4)
+        if (auto ask = signed_number(r->element[3]); ask && *ask >= 0 && *ask <= longest_ms) out.ask_again_ms = ask;
       return out;
     case -1:
       if (r->element[1]->type != REDIS_REPLY_STRING) return std::nullopt;

@@ -133,6 +133,9 @@ struct AcquireReply {
   std::uint64_t token = 0;                // granted
   std::optional<std::int64_t> holder_ms;  // busy: the holder's lease left, if the script knew it
   std::int64_t server_ms = -1;            // busy: the server's clock when it ran, -1 unknown
+  // busy: ask again in this many ms (a head a release woke and that lost
+  // the lock since: no release wakes it again before its bound ends)
+  std::optional<std::int64_t> ask_again_ms;
   std::string_view stored_permits;        // other_permits
 };
 std::optional<AcquireReply> acquire_reply_of(const redisReply* r);

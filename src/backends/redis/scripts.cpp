@@ -78,7 +78,7 @@ local function live_head(q, w, now, s)
     if deadline and tonumber(deadline) > now then return head, now end
     redis.call('LPOP', q)
     redis.call('ZREM', w, head)
-    if s then redis.call('HDEL', s, head) end
+    if s then redis.call('HDEL', s, head, '!' .. head) end
   end
 end
 )lua"},
@@ -144,13 +144,14 @@ local function dequeue(q, w, entry, s)
   if entry == '' or redis.call('ZREM', w, entry) == 0 then return false end
   local was_head = redis.call('LINDEX', q, 0) == entry
   redis.call('LREM', q, 0, entry)
-  if s then redis.call('HDEL', s, entry) end
+  if s then redis.call('HDEL', s, entry, '!' .. entry) end
   return was_head
 end
 )lua"},
     {"waiting", R"lua(
 -- What the waiter `entry` waits with (hash s): since when (server ms), its
 -- lease and fixed flag, how long it lets others barge (ms), its data.
+-- (Field '!' .. entry: a release woke it while others could still barge.)
 local function waiting(s, entry)
   local v = redis.call('HGET', s, entry)
   if not v then return nil end
@@ -252,10 +253,19 @@ if ARGV[3] ~= '' then
   enqueue(KEYS[2], KEYS[3], ARGV[3], tonumber(ARGV[4]), now, KEYS[4],
           at .. ',' .. ARGV[2] .. ',' .. ARGV[6] .. ',' .. ARGV[5] .. ',' .. (ARGV[7] or ''))
 end
+-- A head a release woke (release), beaten to the lock since, is not woken
+-- again while others may still barge: it asks again when its bound ends,
+-- and from then on a release hands it the lock.
+local ask = nil
+if ARGV[3] ~= '' and redis.call('HEXISTS', KEYS[4], '!' .. ARGV[3]) == 1 then
+  local since, _, _, bound = waiting(KEYS[4], ARGV[3])
+  if since and since + bound > now then ask = string.format('%.0f', since + bound - now) end
+end
 -- When to retry at the latest (the holder's lease end, or the head's
--- deadline), and the server's clock (a handover's validity is computed from it).
-if holder then return {0, redis.call('PTTL', KEYS[1]), at} end
-return {0, tonumber(redis.call('ZSCORE', KEYS[3], head)) - now, at}
+-- deadline), the server's clock (a handover's validity is computed from
+-- it), and when to ask again if the bound above says so.
+if holder then return {0, redis.call('PTTL', KEYS[1]), at, ask} end
+return {0, tonumber(redis.call('ZSCORE', KEYS[3], head)) - now, at, ask}
 )lua";
 
 // ARGV: 1 owner, 2 token, 3 token_retention ms, 4 channel prefix, 5 lock name,
@@ -292,9 +302,11 @@ end
 redis.call('HDEL', KEYS[1], 'owner', 'token', 'data')
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 -- An election's observers hear of the next leader when it takes over;
--- only if nobody is in line are they told that nobody leads.
+-- only if nobody is in line are they told that nobody leads. The head is
+-- woken once while others may barge: woken again after losing to one it
+-- would only lose again (it comes back at its bound, acquire).
 if head then
-  publish(ARGV[4], head, ARGV[5])
+  if redis.call('HSETNX', KEYS[4], '!' .. head, '1') == 1 then publish(ARGV[4], head, ARGV[5]) end
 elseif KEYS[5] then
   wake_watchers(KEYS[5], ARGV[4], ARGV[7])
 end
