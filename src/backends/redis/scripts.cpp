@@ -254,12 +254,13 @@ if ARGV[3] ~= '' then
           at .. ',' .. ARGV[2] .. ',' .. ARGV[6] .. ',' .. ARGV[5] .. ',' .. (ARGV[7] or ''))
 end
 -- A head a release woke (release), beaten to the lock since, is not woken
--- again while others may still barge: it asks again when its bound ends,
--- and from then on a release hands it the lock.
+-- again while others may still barge: it asks again when its bound ends
+-- (from then on a release hands it the lock), or every 5 ms until then,
+-- so a lock its barger left free waits for it 5 ms at most.
 local ask = nil
 if ARGV[3] ~= '' and redis.call('HEXISTS', KEYS[4], '!' .. ARGV[3]) == 1 then
   local since, _, _, bound = waiting(KEYS[4], ARGV[3])
-  if since and since + bound > now then ask = string.format('%.0f', since + bound - now) end
+  if since and since + bound > now then ask = string.format('%.0f', math.min(since + bound - now, 5)) end
 end
 -- When to retry at the latest (the holder's lease end, or the head's
 -- deadline), the server's clock (a handover's validity is computed from
