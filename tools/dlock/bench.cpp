@@ -83,7 +83,7 @@ struct LoopConfig {
   std::chrono::milliseconds seconds{3000};
   std::uint64_t max_ops = 0;
   std::chrono::nanoseconds work{0};
-  bool fair = false;  // MutexOptions::fair: waiters served in order
+  MutexOptions lock_options;  // --fair, --max-barging-wait (lock_options_of)
   // contended: where the counter lives. "memory": shared memory (the lock's
   // own cost); "redis": a key read with GET and written with SET inside the
   // lock, as a service would (comparable with redis-py doing the same).
@@ -93,14 +93,13 @@ struct LoopConfig {
   std::string primitive = "mutex";
   int read_percent = 0;  // sections that only read the counter (shared: under the read lock)
   int permits = 4;
-  std::chrono::milliseconds max_barging_wait = MutexOptions{}.max_barging_wait;
 };
 
 // The lock under test, one per thread.
 class Section {
  public:
   Section(Client& client, const LoopConfig& config, const std::string& key) {
-    const MutexOptions options{.fair = config.fair, .max_barging_wait = config.max_barging_wait};
+    const MutexOptions& options = config.lock_options;
     if (config.primitive == "shared") shared_.emplace(client.shared_mutex(key, options));
     else if (config.primitive == "semaphore") semaphore_.emplace(client.semaphore(key, config.permits, options));
     else mutex_.emplace(client.mutex(key, options));
@@ -296,11 +295,12 @@ void print_loop(const std::string& workload, const LoopConfig& c, const LoopResu
                      .str("backend", printable_url(c.backend))
                      .integer("processes", c.processes)
                      .integer("threads", c.threads)
-                     .boolean("fair", c.fair)
+                     .boolean("fair", c.lock_options.fair)
                      .str("primitive", c.primitive)
                      .integer("read_percent", c.read_percent)
                      .integer("permits", c.primitive == "semaphore" ? c.permits : 0)
-                     .integer("max_barging_wait_ms", c.fair ? 0 : c.max_barging_wait.count())
+                     .integer("max_barging_wait_ms",
+                              c.lock_options.fair ? 0 : c.lock_options.max_barging_wait.count())
                      .str("counter_in", c.key_per_thread ? "" : c.counter_in)
                      .num("seconds", r.seconds, 3)
                      .uinteger("ops", r.ops)
@@ -360,6 +360,13 @@ void print_loop(const std::string& workload, const LoopConfig& c, const LoopResu
               ratio_vs_raw(r));
 }
 
+// The locks' options from --fair and --max-barging-wait; a bad bound throws (duration_arg).
+MutexOptions lock_options_of(const BenchArgs& args) {
+  MutexOptions options{.fair = args.fair};
+  if (!args.max_barging_wait.empty()) options.max_barging_wait = duration_arg(args.max_barging_wait, "--max-barging-wait");
+  return options;
+}
+
 int flash_sale_bench(const BenchArgs& args, const std::string& backend, std::chrono::milliseconds seconds) {
   SaleConfig config;
   config.backend = backend;
@@ -371,9 +378,7 @@ int flash_sale_bench(const BenchArgs& args, const std::string& backend, std::chr
   config.time_limit = seconds;
   config.product = fresh_product_name("sku-bench");
   config.stock_in = args.stock_in.empty() ? default_stock_store(backend) : args.stock_in;
-  config.lock_options.fair = args.fair;
-  if (!args.max_barging_wait.empty())
-    config.lock_options.max_barging_wait = duration_arg(args.max_barging_wait, "--max-barging-wait");
+  config.lock_options = lock_options_of(args);
   std::vector<SaleResult> results;
   for (SaleMode m : {SaleMode::dlock, SaleMode::segmented}) results.push_back(run_sale(config, m));
   bool broken = false;
@@ -590,7 +595,7 @@ std::chrono::milliseconds check_bench(const BenchArgs& args) {
   const auto seconds = duration_arg(plain ? args.seconds + "s" : args.seconds, "--seconds");
   if (seconds.count() <= 0) throw CLI::ValidationError("--seconds: must be > 0");
   if (!args.work.empty()) (void)work_arg(args.work, "--work");
-  if (!args.max_barging_wait.empty()) (void)duration_arg(args.max_barging_wait, "--max-barging-wait");
+  (void)lock_options_of(args);  // a bad --max-barging-wait throws here
   if (args.workload == "failover") (void)duration_arg(args.lease, "--lease");
   if (args.workload == "uncontended" && ((args.processes && args.processes != 1) || (args.threads && args.threads != 1)))
     throw CLI::ValidationError("--workload uncontended: is one process and one thread by definition");
@@ -612,11 +617,10 @@ int bench(const BenchArgs& args, std::chrono::milliseconds seconds) {
   c.seconds = seconds;
   c.max_ops = args.max_ops;
   c.work = work_arg(args.work.empty() ? "0" : args.work, "--work");
-  c.fair = args.fair;
+  c.lock_options = lock_options_of(args);
   c.primitive = args.primitive;
   c.read_percent = args.read_percent >= 0 ? args.read_percent : (args.primitive == "shared" ? 90 : 0);
   c.permits = args.permits;
-  if (!args.max_barging_wait.empty()) c.max_barging_wait = duration_arg(args.max_barging_wait, "--max-barging-wait");
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
