@@ -91,6 +91,36 @@ TEST_P(Conformance, UnlocksAreAppliedBeforeTheThreadsNextCall) {
   EXPECT_EQ(stats.failed_releases, 0u);
 }
 
+// The same with eight threads of one client at once, each on a name of its
+// own: where the client keeps several connections (a pool), a thread's next
+// call must still not overtake the release it sent on another one. If it
+// did, its try_lock would re-take its own hold before the release ran, and
+// the release (for the older token) would then fail.
+TEST_P(Conformance, EachThreadsUnlocksAreAppliedBeforeItsNextCall) {
+  auto c = client();
+  const std::string prefix = lock_name() + "/";
+  constexpr int threads = 8, rounds = 25;
+  std::atomic<int> refused{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      auto m = c->mutex(prefix + std::to_string(t));
+      for (int i = 0; i < rounds; ++i) {
+        m.lock();
+        m.unlock();
+        if (!m.try_lock()) {
+          refused.fetch_add(1);
+          continue;
+        }
+        m.unlock();
+      }
+    });
+  for (auto& w : workers) w.join();
+  EXPECT_EQ(refused.load(), 0) << "a lock nobody else uses was refused to its last holder";
+  EXPECT_TRUE(c->list_locks(prefix).empty()) << "a release sent by unlock() was not applied before list_locks";
+  EXPECT_EQ(c->stats().failed_releases, 0u) << "a thread's call overtook its own release";
+}
+
 // The same harness without the lock must see violations, or the test above
 // proves nothing. Each section lasts 5 ms, so the workers' runs (a quarter
 // of a second each) overlap even when instrumented processes start slowly.

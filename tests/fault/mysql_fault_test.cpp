@@ -5,6 +5,7 @@
 // MariaDB server (scripts/mariadb-server.sh) in a temp dir, because it
 // stops, kills or administers it.
 #include "child_process.h"
+#include "stopped_store.h"
 #include "thrown.h"
 
 #include <dlock/dlock.h>
@@ -57,6 +58,9 @@ class MysqlFault : public ::testing::Test {
     return "mysql://" + user_and_password + url_.substr(at, slash - at) + "/" + database;
   }
 
+  // The body of the two UnlockDoesNotWaitForTheServer tests (below).
+  void unlock_does_not_wait_for_the_server(const std::string& query);
+
   TempDir dir_;
   std::string url_;
   std::string env_;  // settings for the script ("MARIADB_TLS=DIR ...")
@@ -106,6 +110,26 @@ TEST_F(MysqlFault, StoppedServerFailsCallsWithinTheTimeout) {
   other.unlock();
   held.unlock();
 }
+
+// unlock() sends the release and returns: a stopped server does not hold it
+// up, while unlock_checked() waits for the answer and fails within
+// op_timeout. The release runs once the server resumes (the server reads
+// what the client wrote before it gave up on the connection). `query`: the
+// url's, for the mode.
+void MysqlFault::unlock_does_not_wait_for_the_server(const std::string& query) {
+  auto client = connect(url_ + query, options());
+  auto m = client->mutex("async"), checked = client->mutex("checked");
+  m.lock();
+  checked.lock();
+  // (Session mode: the holding connection failed, so the server freed it: lock_lost.)
+  expect_unlock_does_not_wait(
+      m, checked, [&] { ASSERT_EQ(server("pause"), 0); }, [&] { ASSERT_EQ(server("resume"), 0); },
+      query.empty() ? std::optional(errc::unavailable) : std::optional(errc::lock_lost));
+  expect_the_release_ran(*client, *connect(url_ + query, options()));
+}
+
+TEST_F(MysqlFault, UnlockDoesNotWaitForTheServer) { unlock_does_not_wait_for_the_server(""); }
+TEST_F(MysqlFault, SessionUnlockDoesNotWaitForTheServer) { unlock_does_not_wait_for_the_server("?mode=session"); }
 
 // A killed server refuses connections: unavailable at once.
 TEST_F(MysqlFault, KilledServerIsUnavailable) {

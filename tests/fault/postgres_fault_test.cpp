@@ -4,6 +4,7 @@
 // passed through). Each test starts its own server
 // (scripts/postgres-server.sh) in a temp dir, because it breaks it.
 #include "child_process.h"
+#include "stopped_store.h"
 #include "thrown.h"
 
 #include <dlock/dlock.h>
@@ -52,6 +53,9 @@ class PostgresFault : public ::testing::Test {
     auto [ok, out] = shell("psql -q -v ON_ERROR_STOP=1 '" + read("admin_url") + "' -c \"" + sql + "\"");
     ASSERT_TRUE(ok) << sql << ": " << out;
   }
+
+  // The body of the two UnlockDoesNotWaitForTheServer tests (below).
+  void unlock_does_not_wait_for_the_server(const std::string& query);
 
   TempDir dir_;
   std::string env_;  // settings for the script ("POSTGRES_TLS=DIR ...")
@@ -151,6 +155,26 @@ TEST_F(PostgresFault, StoppedServerFailsCallsWithinTheTimeoutAndHoldersLearnThey
     }
   }, 5s));
 }
+
+// unlock() sends the release and returns: a stopped server does not hold it
+// up, while unlock_checked() waits for the answer and fails within
+// op_timeout. The release runs once the server resumes (the server reads
+// what the client wrote before it gave up on the connection). `query`: the
+// url's, for the mode.
+void PostgresFault::unlock_does_not_wait_for_the_server(const std::string& query) {
+  auto client = connect(url(query), {.op_timeout = 1s});
+  auto m = client->mutex("async"), checked = client->mutex("checked");
+  m.lock();
+  checked.lock();
+  // (Session mode: the holding connection failed, so the server freed it: lock_lost.)
+  expect_unlock_does_not_wait(
+      m, checked, [&] { ASSERT_TRUE(server("pause")); }, [&] { ASSERT_TRUE(server("resume")); },
+      query.empty() ? std::optional(errc::unavailable) : std::optional(errc::lock_lost));
+  expect_the_release_ran(*client, *connect(url(query), {.op_timeout = 1s}));
+}
+
+TEST_F(PostgresFault, UnlockDoesNotWaitForTheServer) { unlock_does_not_wait_for_the_server(""); }
+TEST_F(PostgresFault, SessionUnlockDoesNotWaitForTheServer) { unlock_does_not_wait_for_the_server("?mode=session"); }
 
 TEST_F(PostgresFault, KilledServerIsUnavailableNotAHang) {
   auto client = connect(url(), {.op_timeout = 500ms});

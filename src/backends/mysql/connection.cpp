@@ -166,17 +166,54 @@ Result<std::vector<sql::Rows>> MyConnection::exec(std::string_view text, const s
 }
 
 Result<std::vector<sql::Rows>> MyConnection::exec(const std::string& text, std::string_view step) {
+  read_unanswered();
+  if (Status s = send_text(text, step); !s) return s;
+  auto out = read_results(step);
+  if (!out) end_failed_transaction();
+  return out;
+}
+
+void MyConnection::exec_async(std::string_view text, const std::vector<sql::Param>& params, std::string step,
+                              std::function<void(Result<std::vector<sql::Rows>>)> answer) {
+  read_unanswered();
+  if (Status s = send_text(with_params(text, params), step); !s) return answer(std::move(s));
+  sent_unanswered([this, step = std::move(step), answer = std::move(answer)] {
+    auto out = read_results(step);
+    const bool ok = out.ok();
+    answer(std::move(out));
+    return ok;
+  });
+}
+
+Status MyConnection::send_text(const std::string& text, std::string_view step) {
   if (broken_) return fail(step, "the connection failed earlier");
   int rc = 0;
-  int status = mysql_real_query_start(&rc, mysql_, text.data(), text.size());
-  if (Status s = drive(status, [&](int ready) { return mysql_real_query_cont(&rc, mysql_, ready); }, step); !s)
+  const int status = mysql_send_query_start(&rc, mysql_, text.data(), text.size());
+  if (Status s = drive(
+          status, [&](int ready) { return mysql_send_query_cont(&rc, mysql_, ready); }, step);
+      !s)
     return s;
+  if (rc != 0) return error(step);
+  return {};
+}
+
+Result<std::vector<sql::Rows>> MyConnection::read_results(std::string_view step) {
+  if (broken_) return fail(step, "the connection failed earlier");
+  my_bool failed_read = 0;
+  int status = mysql_read_query_result_start(&failed_read, mysql_);
+  if (Status s = drive(
+          status, [&](int ready) { return mysql_read_query_result_cont(&failed_read, mysql_, ready); }, step);
+      !s)
+    return s;
+  int rc = failed_read ? 1 : 0;
   std::vector<sql::Rows> out;
   Status failed;
   for (bool first = true;; first = false) {
     if (!first) {
       status = mysql_next_result_start(&rc, mysql_);
-      if (Status s = drive(status, [&](int ready) { return mysql_next_result_cont(&rc, mysql_, ready); }, step); !s)
+      if (Status s = drive(
+              status, [&](int ready) { return mysql_next_result_cont(&rc, mysql_, ready); }, step);
+          !s)
         return s;
       if (rc < 0) break;  // no more results
     }
@@ -186,7 +223,8 @@ Result<std::vector<sql::Rows>> MyConnection::exec(const std::string& text, std::
     }
     MYSQL_RES* result = nullptr;
     status = mysql_store_result_start(&result, mysql_);
-    if (Status s = drive(status, [&](int ready) { return mysql_store_result_cont(&result, mysql_, ready); }, step);
+    if (Status s = drive(
+            status, [&](int ready) { return mysql_store_result_cont(&result, mysql_, ready); }, step);
         !s)
       return s;
     sql::Rows rows;
@@ -202,32 +240,37 @@ Result<std::vector<sql::Rows>> MyConnection::exec(const std::string& text, std::
     out.push_back(std::move(rows));
     if (!mysql_more_results(mysql_)) break;
   }
-  if (!failed) {
-    // The server stops a multi-statement text at its first error and may
-    // leave a transaction open: end it.
-    if (!broken_) {
-      int ignored = 0;
-      status = mysql_real_query_start(&ignored, mysql_, "ROLLBACK", 8);
-      (void)drive(status, [&](int ready) { return mysql_real_query_cont(&ignored, mysql_, ready); }, "rolling back");
-    }
-    return failed;
-  }
+  if (!failed) return failed;
   return out;
 }
 
-Result<std::vector<sql::Rows>> MyConnection::run(std::span<const sql::Call> calls) {
+void MyConnection::end_failed_transaction() {
+  // The server stops a multi-statement text at its first error and may
+  // leave a transaction open: end it.
+  if (broken_) return;
+  int ignored = 0;
+  const int status = mysql_real_query_start(&ignored, mysql_, "ROLLBACK", 8);
+  (void)drive(
+      status, [&](int ready) { return mysql_real_query_cont(&ignored, mysql_, ready); }, "rolling back");
+}
+
+Status MyConnection::write(std::span<const sql::Call> calls) {
   const std::string_view step = calls.empty() ? "" : sql::purpose(calls.front().statement);
   std::string text;
   for (const sql::Call& call : calls) {
     if (!text.empty()) text += ";\n";
     text += with_params(dialect_->sql(call.statement), call.params);
   }
-  auto out = exec(text, step);
-  if (!out) return out.status();
+  return send_text(text, step);
+}
 
-  if (out->size() != calls.size())
+Result<std::vector<sql::Rows>> MyConnection::read(std::span<const sql::Stmt> statements) {
+  const std::string_view step = statements.empty() ? "" : sql::purpose(statements.front());
+  auto out = read_results(step);
+  if (!out) return out.status();
+  if (out->size() != statements.size())
     return Status(errc::internal, "mysql backend: " + std::string(step) + ": " + std::to_string(out->size()) +
-                                      " results for " + std::to_string(calls.size()) + " statements");
+                                      " results for " + std::to_string(statements.size()) + " statements");
   return out;
 }
 

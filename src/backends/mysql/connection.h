@@ -9,6 +9,7 @@
 #include "core/driver.h"
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -44,18 +45,29 @@ class MyConnection final : public sql::PooledConnection {
   void set_deadline(steady::time_point deadline) noexcept override { deadline_ = deadline; }
   bool broken() const noexcept override { return broken_; }
 
-  Result<std::vector<sql::Rows>> run(std::span<const sql::Call> calls) override;
-
   // Runs SQL text (several statements allowed, no parameters); the rows of
   // each statement. An error ends it and rolls back an open transaction.
   Result<std::vector<sql::Rows>> exec(const std::string& text, std::string_view step);
   // The same with ?1, ?2, ... in `text` written as literals of `params`.
   Result<std::vector<sql::Rows>> exec(std::string_view text, const std::vector<sql::Param>& params,
                                       std::string_view step);
+  // The same without waiting: `answer` gets the rows when they are read —
+  // by the next call on this connection, or read_unanswered().
+  void exec_async(std::string_view text, const std::vector<sql::Param>& params, std::string step,
+                  std::function<void(Result<std::vector<sql::Rows>>)> answer);
 
  private:
   MyConnection(st_mysql* mysql, const sql::Dialect* dialect, std::string redacted_url)
       : mysql_(mysql), dialect_(dialect), redacted_url_(std::move(redacted_url)) {}
+  // The pool's side (sql::PooledConnection): one multi-statement text per
+  // batch; Connector/C reads one text's results before the next is sent.
+  Status write(std::span<const sql::Call> calls) override;
+  Result<std::vector<sql::Rows>> read(std::span<const sql::Stmt> statements) override;
+  bool pipelines() const noexcept override { return false; }
+  void end_failed_transaction() override;
+  // Sends SQL text; reads the results of the text sent last.
+  Status send_text(const std::string& text, std::string_view step);
+  Result<std::vector<sql::Rows>> read_results(std::string_view step);
   // Drives a non-blocking call: `status` is what its _start returned;
   // `cont(ready)` is its _cont. Unavailable if the deadline passes first.
   template <class Cont>

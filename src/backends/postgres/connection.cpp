@@ -135,7 +135,7 @@ Status PgConnection::prepare(const sql::Dialect& dialect) {
   return first;
 }
 
-Result<std::vector<sql::Rows>> PgConnection::run(std::span<const sql::Call> calls) {
+Status PgConnection::write(std::span<const sql::Call> calls) {
   const std::string_view step = calls.empty() ? "" : sql::purpose(calls.front().statement);
   if (broken_) return fail(step, "the connection failed earlier");
   for (const sql::Call& call : calls) {
@@ -154,12 +154,17 @@ Result<std::vector<sql::Rows>> PgConnection::run(std::span<const sql::Call> call
       return fail(step, PQerrorMessage(conn_));
   }
   if (!PQpipelineSync(conn_)) return fail(step, PQerrorMessage(conn_));
-  if (Status s = flush(step); !s) return s;
+  return flush(step);
+}
 
+Result<std::vector<sql::Rows>> PgConnection::read(std::span<const sql::Stmt> statements) {
+  const std::string_view step = statements.empty() ? "" : sql::purpose(statements.front());
+  aborted_before_ = false;
+  if (broken_) return fail(step, "the connection failed earlier");
   std::vector<sql::Rows> out;
-  out.reserve(calls.size());
+  out.reserve(statements.size());
   Status first;
-  for (const sql::Call& call : calls) {
+  for (const sql::Stmt statement : statements) {
     auto r = next_result(step);
     if (!r) return r.status();
     if (!*r) return fail(step, "the server closed the connection");
@@ -174,7 +179,12 @@ Result<std::vector<sql::Rows>> PgConnection::run(std::span<const sql::Call> call
       case PGRES_PIPELINE_ABORTED:
         break;  // an earlier statement failed: `first` says why
       default:
-        if (first) first = to_status(*r, sql::purpose(call.statement));
+        if (first) {
+          first = to_status(*r, sql::purpose(statement));
+          // 25P02: a transaction an earlier batch left failed refused it.
+          const char* code = PQresultErrorField(*r, PG_DIAG_SQLSTATE);
+          aborted_before_ = code && std::string_view(code) == "25P02";
+        }
         break;
     }
     PQclear(*r);
@@ -186,24 +196,31 @@ Result<std::vector<sql::Rows>> PgConnection::run(std::span<const sql::Call> call
   auto sync = next_result(step);
   if (!sync) return sync.status();
   if (*sync) PQclear(*sync);
-  if (!first) {
-    // A failed transaction stays open (aborted) until it is ended.
-    if (PQtransactionStatus(conn_) != PQTRANS_IDLE) {
-      const sql::Call end[] = {{sql::Stmt::rollback}};
-      (void)run(end);
-    }
-    return first;
-  }
+  if (!first) return first;
   return out;
 }
 
+void PgConnection::end_failed_transaction() {
+  // A failed transaction stays open (aborted) until it is ended.
+  if (broken_ || PQtransactionStatus(conn_) == PQTRANS_IDLE) return;
+  if (names_.empty()) {  // a plain connection's
+    (void)exec("ROLLBACK", "rolling back");
+    return;
+  }
+  const sql::Call end[] = {{sql::Stmt::rollback}};
+  const sql::Stmt statements[] = {sql::Stmt::rollback};
+  if (write(end)) (void)read(statements);
+}
+
 Result<sql::Rows> PgConnection::exec(const std::string& text, std::string_view step, std::string* sqlstate) {
+  read_unanswered();
   if (!PQsendQuery(conn_, text.c_str())) return fail(step, PQerrorMessage(conn_));
   return finish_plain(step, sqlstate);
 }
 
 Result<sql::Rows> PgConnection::query(const std::string& text, std::span<const std::string> params,
                                       std::string_view step, std::string* sqlstate) {
+  read_unanswered();
   std::vector<const char*> values;
   for (const auto& p : params) values.push_back(p.c_str());
   if (!PQsendQueryParams(conn_, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr,
@@ -214,23 +231,65 @@ Result<sql::Rows> PgConnection::query(const std::string& text, std::span<const s
 
 Result<sql::Rows> PgConnection::query_prepared(const char* text, std::span<const std::string> params,
                                                std::string_view step, std::string* sqlstate) {
-  auto known = plain_names_.find(text);
-  if (known == plain_names_.end()) {
-    const std::string name = "dlock_plain_" + std::to_string(plain_names_.size());
-    if (!PQsendPrepare(conn_, name.c_str(), text, 0, nullptr)) return fail(step, PQerrorMessage(conn_));
-    if (auto prepared = finish_plain(step, sqlstate); !prepared) return prepared.status();
-    known = plain_names_.emplace(text, name).first;
-  }
+  if (Status s = send_prepared(text, params, step, sqlstate, /*may_prepare=*/true); !s) return s;
+  return finish_plain(step, sqlstate);
+}
+
+void PgConnection::query_prepared_async(const char* text, std::span<const std::string> params, std::string step,
+                                        std::function<void(Result<sql::Rows>)> answer) {
+  // Not prepared here yet: sent as it is (preparing would wait for the server).
+  Status s = send_prepared(text, params, step, nullptr, /*may_prepare=*/false);
+  if (s) s = flush(step);
+  if (!s) return answer(std::move(s));
+  sent_unanswered([this, step = std::move(step), answer = std::move(answer)] {
+    auto out = read_plain(step, nullptr);
+    const bool ok = out.ok();
+    answer(std::move(out));
+    return ok;
+  });
+}
+
+Status PgConnection::prepare_plain(const char* text, std::string_view step) {
+  if (plain_names_.count(text)) return {};
+  read_unanswered();
+  const std::string name = "dlock_plain_" + std::to_string(plain_names_.size());
+  if (!PQsendPrepare(conn_, name.c_str(), text, 0, nullptr)) return fail(step, PQerrorMessage(conn_));
+  if (auto prepared = finish_plain(step, nullptr); !prepared) return prepared.status();
+  plain_names_.emplace(text, name);
+  return {};
+}
+
+Status PgConnection::send_prepared(const char* text, std::span<const std::string> params, std::string_view step,
+                                   std::string* sqlstate, bool may_prepare) {
+  read_unanswered();
   std::vector<const char*> values;
   for (const auto& p : params) values.push_back(p.c_str());
+  auto known = plain_names_.find(text);
+  if (known == plain_names_.end() && !may_prepare) {
+    if (!PQsendQueryParams(conn_, text, static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0))
+      return fail(step, PQerrorMessage(conn_));
+    return {};
+  }
+  if (known == plain_names_.end()) {
+    if (Status s = prepare_plain(text, step); !s) {
+      if (sqlstate) *sqlstate = "";
+      return s;
+    }
+    known = plain_names_.find(text);
+  }
   if (!PQsendQueryPrepared(conn_, known->second.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
                            nullptr, 0))
     return fail(step, PQerrorMessage(conn_));
-  return finish_plain(step, sqlstate);
+  return {};
 }
 
 Result<sql::Rows> PgConnection::finish_plain(std::string_view step, std::string* sqlstate) {
   if (Status s = flush(step); !s) return s;
+  return read_plain(step, sqlstate);
+}
+
+Result<sql::Rows> PgConnection::read_plain(std::string_view step, std::string* sqlstate) {
+  if (broken_) return fail(step, "the connection failed earlier");
   sql::Rows last;
   Status first;
   for (;;) {

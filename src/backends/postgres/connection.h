@@ -39,8 +39,6 @@ class PgConnection final : public sql::PooledConnection {
   void set_deadline(steady::time_point deadline) noexcept override { deadline_ = deadline; }
   bool broken() const noexcept override { return broken_; }
 
-  Result<std::vector<sql::Rows>> run(std::span<const sql::Call> calls) override;
-
   // Runs SQL text with no parameters (several statements allowed), outside
   // any pipeline. The last statement's rows; `sqlstate` (if given) receives
   // a failure's SQLSTATE.
@@ -57,6 +55,12 @@ class PgConnection final : public sql::PooledConnection {
   // after that, with no parse or plan per call.
   Result<sql::Rows> query_prepared(const char* text, std::span<const std::string> params, std::string_view step,
                                    std::string* sqlstate = nullptr);
+  // Prepares `text` (a constant) for query_prepared() now, if it is not yet.
+  Status prepare_plain(const char* text, std::string_view step);
+  // query_prepared() without waiting: `answer` gets its rows when they are
+  // read — by the next call on this connection, or read_unanswered().
+  void query_prepared_async(const char* text, std::span<const std::string> params, std::string step,
+                            std::function<void(Result<sql::Rows>)> answer);
 
   // The listener's side: waits until notifications or `until`; calls
   // `each(payload)` for every one. unavailable if the connection failed.
@@ -65,12 +69,24 @@ class PgConnection final : public sql::PooledConnection {
 
  private:
   PgConnection(pg_conn* conn, std::string redacted_url) : conn_(conn), redacted_url_(std::move(redacted_url)) {}
+  // The pool's side (sql::PooledConnection): batches in one pipeline, each
+  // ended by a sync, so a batch may go out before the results of earlier ones.
+  Status write(std::span<const sql::Call> calls) override;
+  Result<std::vector<sql::Rows>> read(std::span<const sql::Stmt> statements) override;
+  bool pipelines() const noexcept override { return true; }
+  bool failed_in_aborted_transaction() const noexcept override { return aborted_before_; }
+  void end_failed_transaction() override;
   Status prepare(const sql::Dialect& dialect);
   // Waits for the socket (POLLIN, and POLLOUT if `write`) until the deadline.
   Status wait_socket(bool write, std::string_view step);
   Status flush(std::string_view step);
   // Reads the results of a plain (not pipelined) query: the last one's rows.
   Result<sql::Rows> finish_plain(std::string_view step, std::string* sqlstate);
+  Result<sql::Rows> read_plain(std::string_view step, std::string* sqlstate);  // finish_plain(), written already
+  // Sends query_prepared()'s query: prepared first if need be and
+  // `may_prepare`, else as it is until it has been prepared.
+  Status send_prepared(const char* text, std::span<const std::string> params, std::string_view step,
+                       std::string* sqlstate, bool may_prepare);
   // The next result (nullptr between a query's results), by the deadline.
   Result<::pg_result*> next_result(std::string_view step);
   Status fail(std::string_view step, std::string why);
@@ -79,7 +95,8 @@ class PgConnection final : public sql::PooledConnection {
   std::string redacted_url_;
   steady::time_point deadline_{};
   bool broken_ = false;
-  std::vector<std::string> names_;                            // prepared statement per sql::Stmt
+  bool aborted_before_ = false;     // the last read() failed with 25P02 (in_failed_sql_transaction)
+  std::vector<std::string> names_;  // prepared statement per sql::Stmt
   std::unordered_map<const char*, std::string> plain_names_;  // query_prepared's: text -> name
 };
 

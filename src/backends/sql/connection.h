@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -55,6 +56,9 @@ class Rows {
   std::vector<Row> rows_;
 };
 
+// Where the results of a batch sent without waiting go, once read.
+using Answer = std::function<void(Result<std::vector<Rows>>)>;
+
 // One connection, used by one call at a time.
 class Connection {
  public:
@@ -64,6 +68,20 @@ class Connection {
   // by the connection before it returns). Bounded by the deadline the
   // connection was taken with.
   virtual Result<std::vector<Rows>> run(std::span<const Call> calls) = 0;
+
+  // Whether send() works here: the database runs a connection's batches in
+  // the order they are sent, so a batch sent later on it (run() or send())
+  // runs after one sent without waiting.
+  virtual bool sends_without_waiting() const noexcept { return false; }
+  // Sends `calls` and returns without their results: `answer` gets them
+  // (or the failure) when they are read — before the result of the next
+  // batch on this connection, or by its pool's flush(). It runs on that
+  // reader's thread with no lock of the pool held; it must not block or
+  // use the pool. Only where sends_without_waiting().
+  virtual void send(std::span<const Call> calls, Answer answer) {
+    (void)calls;
+    answer(Status(errc::internal, "this connection cannot send without waiting"));
+  }
 };
 
 // The connections of one client. A call takes one for its duration.
@@ -80,6 +98,10 @@ class Pool {
   // A connection for `step` (named in errors) whose calls end by
   // `deadline`, or unavailable if none is free or can be made by then.
   virtual Result<Lease> take(std::string_view step, steady::time_point deadline) = 0;
+
+  // Reads the results of every batch send() left unread, by `deadline`
+  // (those unread then fail): before the pool's users go.
+  virtual void flush(steady::time_point deadline) { (void)deadline; }
 
  protected:
   virtual void give_back(Connection* c) noexcept = 0;

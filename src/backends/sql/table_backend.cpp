@@ -42,6 +42,7 @@
 #include "core/counter_driver.h"
 #include "core/latch_driver.h"
 #include "core/owner_id.h"
+#include "core/pending_replies.h"
 
 #include <unistd.h>
 
@@ -350,19 +351,43 @@ class TableBackend final : public Backend,
   }
 
   Status release(const LockRequest& request, Grant& grant) override {
-    const std::string step = "releasing " + std::string(kind_name(request.kind)) + " '" + request.name + "'";
     const Place place = place_of(request.kind);
-    const Call change[] = {{Stmt::release, {request.name, place.kind, request.owner, place.mode,
-                                            static_cast<std::int64_t>(grant.token)}}};
-    auto freed = free_and_wake(step, request.name, place, change);
+    const Call change[] = {release_call(request, place, grant)};
+    auto freed = free_and_wake("releasing " + std::string(kind_name(request.kind)) + " '" + request.name + "'",
+                               request.name, place, change);
     if (!freed) return freed.status();
-    if (freed->empty())
-      return Status(errc::lock_lost, "unlock '" + request.name +
-                                         "': no longer ours (the lease ran out and another holder took it, "
-                                         "or it was force-released)");
-    if (freed->integer(0, 0) <= 0)
-      return Status(errc::lock_lost, "unlock '" + request.name + "': the lease had run out before unlock");
-    return {};
+    return released(*freed, request.name);
+  }
+
+  // Where the database wakes the heads itself (or nobody does: MySQL
+  // polls), the release's rows are only its outcome: the batch is sent and
+  // its answer read later, on the same connection, before anything sent
+  // after it there (sql::SlotPool keeps the thread on that connection).
+  void release_async(const LockRequest& request, Grant& grant, std::function<void(Status)> done) override {
+    if (wakeups_ && !dialect_->database_wakes_heads()) return done(release(request, grant));
+    const std::string step = "releasing " + std::string(kind_name(request.kind)) + " '" + request.name + "'";
+    auto conn = connection(step);
+    if (!conn) return done(conn.status());
+    if (!(*conn)->sends_without_waiting()) {
+      conn->reset();
+      return done(release(request, grant));
+    }
+    const Place place = place_of(request.kind);
+    const Call change[] = {release_call(request, place, grant)};
+    std::size_t heads_at = 0;
+    const auto calls = freeing(request.name, place, change, heads_at);
+    Expanded batch = expand(calls);
+    const std::vector<Call> sent = std::move(batch.sent);  // written by send(): its views need not outlive it
+    (*conn)->send(sent, [batch = std::move(batch), name = request.name,
+                         done = unanswered_.track(std::move(done))](Result<std::vector<Rows>> out) {
+      if (!out) return done(out.status());
+      done(released(batch.collect(std::move(*out))[2], name));
+    });
+  }
+
+  void flush(steady::time_point deadline) override {
+    pool_->flush(deadline);
+    unanswered_.close(deadline);
   }
 
   void renew(std::span<Renewal> batch) override {
@@ -782,15 +807,30 @@ class TableBackend final : public Backend,
     return why;
   }
 
-  // Runs `changes` (a release, a force-release, a waiter leaving) under
-  // the lock's fence row and wakes the waiters at the head of its queue.
-  // An election's free lock is handed to the first of them in the same
-  // transaction: the next in line leads without a moment of no leader.
-  // Returns what the first change returned.
-  Result<Rows> free_and_wake(std::string_view step, std::string_view name, const Place& place,
-                             std::span<const Call> changes) {
-    auto conn = connection(step);
-    if (!conn) return conn.status();
+  // The release of `grant`'s hold: our own row only (owner and token).
+  static Call release_call(const LockRequest& request, const Place& place, const Grant& grant) {
+    return {Stmt::release,
+            {request.name, place.kind, request.owner, place.mode, static_cast<std::int64_t>(grant.token)}};
+  }
+
+  // What a release's first change returned, as its outcome.
+  static Status released(const Rows& freed, const std::string& name) {
+    if (freed.empty())
+      return Status(errc::lock_lost, "unlock '" + name +
+                                         "': no longer ours (the lease ran out and another holder took it, "
+                                         "or it was force-released)");
+    if (freed.integer(0, 0) <= 0)
+      return Status(errc::lock_lost, "unlock '" + name + "': the lease had run out before unlock");
+    return {};
+  }
+
+  // The batch that runs `changes` (a release, a force-release, a waiter
+  // leaving) under the lock's fence row and reads the waiters at the head
+  // of its queue (their rows at `heads_at`). An election's free lock is
+  // handed to the first of them in the same transaction: the next in line
+  // leads without a moment of no leader. The first change's rows are at 2.
+  static std::vector<Call> freeing(std::string_view name, const Place& place, std::span<const Call> changes,
+                                   std::size_t& heads_at) {
     const bool hand_over = place.kind == "leader";
     // A read-write lock's head may be several readers; otherwise one.
     const std::int64_t heads = place.kind == "rw" ? 8 : 1;
@@ -800,10 +840,21 @@ class TableBackend final : public Backend,
       calls.insert(calls.end(), {{Stmt::drop_expired, {name, place.kind}},
                                  {Stmt::hand_over, {name, place.kind}},
                                  {Stmt::bump_handed, {name, place.kind}}});
-    const std::size_t heads_at = calls.size();
+    heads_at = calls.size();
     calls.push_back({Stmt::heads, {name, place.kind, heads}});
     if (hand_over) calls.push_back({Stmt::dequeue_holders, {name, place.kind}});
     calls.push_back({Stmt::commit});
+    return calls;
+  }
+
+  // Runs freeing(changes) and wakes the heads. Returns what the first
+  // change returned.
+  Result<Rows> free_and_wake(std::string_view step, std::string_view name, const Place& place,
+                             std::span<const Call> changes) {
+    auto conn = connection(step);
+    if (!conn) return conn.status();
+    std::size_t heads_at = 0;
+    const auto calls = freeing(name, place, changes, heads_at);
     auto out = run(**conn, calls);
     if (!out) return out.status();
     conn->reset();  // give the connection back before waking anyone
@@ -811,33 +862,45 @@ class TableBackend final : public Backend,
     return std::move((*out)[2]);
   }
 
-  // Runs `calls` on `conn`. Where the database lacks RETURNING, a
-  // statement that would return rows with it is sent with the read that
-  // stands in for it (Dialect::stand_in: same parameters, same
-  // transaction), whose rows are returned for it; `changed` stays the
-  // statement's own.
-  Result<std::vector<Rows>> run(Connection& conn, std::span<const Call> calls) const {
+  // `calls` as sent where the database lacks RETURNING: a statement that
+  // would return rows with it goes with the read that stands in for it
+  // (Dialect::stand_in: same parameters, same transaction), whose rows are
+  // returned for it; `changed` stays the statement's own.
+  struct Expanded {
     std::vector<Call> sent;
-    std::vector<std::size_t> at, read_at;  // where each of `calls`, and its stand-in, is in `sent`
+    std::vector<std::size_t> at, read_at;  // where each call, and its stand-in, is in `sent`
+    // One Rows per call, from the results of `sent`.
+    std::vector<Rows> collect(std::vector<Rows> out) const {
+      if (at.size() == out.size()) return out;
+      std::vector<Rows> rows;
+      rows.reserve(at.size());
+      for (std::size_t i = 0; i < at.size(); ++i) {
+        const std::int64_t changed = out[at[i]].changed;
+        rows.push_back(std::move(out[read_at[i]]));
+        rows.back().changed = changed;
+      }
+      return rows;
+    }
+  };
+  Expanded expand(std::span<const Call> calls) const {
+    Expanded e;
     for (const Call& call : calls) {
       const auto read = dialect_->stand_in(call.statement);
-      if (read && read->before) sent.push_back({read->read, call.params});
-      sent.push_back(call);
-      at.push_back(sent.size() - 1);
-      if (read && !read->before) sent.push_back({read->read, call.params});
-      read_at.push_back(!read ? at.back() : read->before ? at.back() - 1 : at.back() + 1);
+      if (read && read->before) e.sent.push_back({read->read, call.params});
+      e.sent.push_back(call);
+      e.at.push_back(e.sent.size() - 1);
+      if (read && !read->before) e.sent.push_back({read->read, call.params});
+      e.read_at.push_back(!read ? e.at.back() : read->before ? e.at.back() - 1 : e.at.back() + 1);
     }
-    if (sent.size() == calls.size()) return conn.run(calls);
-    auto out = conn.run(sent);
+    return e;
+  }
+
+  // Runs `calls` on `conn` (expanded).
+  Result<std::vector<Rows>> run(Connection& conn, std::span<const Call> calls) const {
+    Expanded e = expand(calls);
+    auto out = conn.run(e.sent);
     if (!out) return out.status();
-    std::vector<Rows> rows;
-    rows.reserve(calls.size());
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-      const std::int64_t changed = (*out)[at[i]].changed;
-      rows.push_back(std::move((*out)[read_at[i]]));
-      rows.back().changed = changed;
-    }
-    return rows;
+    return e.collect(std::move(*out));
   }
 
   std::unique_ptr<Pool> pool_;
@@ -845,6 +908,7 @@ class TableBackend final : public Backend,
   std::shared_ptr<Mailbox> mailbox_;
   std::shared_ptr<Wakeups> wakeups_;
   const TableConfig config_;
+  PendingReplies unanswered_;  // releases sent without waiting
 };
 
 std::optional<Grant> TableWaiter::take_grant() {
