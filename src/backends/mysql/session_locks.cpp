@@ -62,6 +62,16 @@ class MySessionConnection final : public sql::SessionConnection {
     return !out->empty() && (*out)[0].integer(0, 0) == 1;
   }
 
+  void unlock_async(std::int64_t key, std::string step, std::function<void(Result<bool>)> answer) override {
+    conn_->exec_async(session_unlock, {lock_name_of(key)}, std::move(step),
+                      [answer = std::move(answer)](Result<std::vector<sql::Rows>> out) {
+                        if (!out) return answer(out.status());
+                        answer(!out->empty() && (*out)[0].integer(0, 0) == 1);
+                      });
+  }
+
+  void read_unanswered() override { conn_->read_unanswered(); }
+
   Status check(std::string_view step) override {
     auto out = conn_->exec("SELECT 1", step);
     return out ? Status{} : out.status();

@@ -56,6 +56,17 @@ class PgSessionConnection final : public sql::SessionConnection {
     return out->text(0, 0) == "t";
   }
 
+  void unlock_async(std::int64_t key, std::string step, std::function<void(Result<bool>)> answer) override {
+    const std::string params[] = {class_id_->as_int4, std::to_string(key)};
+    conn_->query_prepared_async(session_sql::unlock, params, std::move(step),
+                                [answer = std::move(answer)](Result<sql::Rows> out) {
+                                  if (!out) return answer(out.status());
+                                  answer(out->text(0, 0) == "t");
+                                });
+  }
+
+  void read_unanswered() override { conn_->read_unanswered(); }
+
   Status check(std::string_view step) override {
     auto out = conn_->exec("SELECT 1", step);
     return out ? Status{} : out.status();
@@ -161,6 +172,8 @@ Result<std::unique_ptr<Backend>> make_session_backend(ConnectInfo info, std::uni
                op_timeout](steady::time_point deadline) -> Result<std::unique_ptr<sql::SessionConnection>> {
     auto conn = PgConnection::open(info, nullptr, deadline);
     if (!conn) return conn.status();
+    // Ready before it is needed: unlock() sends it without waiting.
+    if (Status s = (*conn)->prepare_plain(session_sql::unlock, "preparing the unlock"); !s) return s;
     return std::unique_ptr<sql::SessionConnection>(
         std::make_unique<PgSessionConnection>(std::move(*conn), class_id, op_timeout));
   };

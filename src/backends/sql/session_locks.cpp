@@ -2,8 +2,11 @@
 // connection of its own for as long as the lock is held (session_locks.h).
 #include "backends/sql/session_locks.h"
 
+#include "core/pending_replies.h"
+
 #include <map>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 namespace dlock::detail::sql {
@@ -84,6 +87,44 @@ class SessionBackend final : public Backend, public LockDriver {
     return {};
   }
 
+  void release_async(const LockRequest& request, Grant& grant, std::function<void(Status)> done) override {
+    auto* hold = dynamic_cast<SessionHold*>(grant.state.get());
+    if (!hold || !hold->conn) return done(release(request, grant));
+    hold->conn->set_deadline(steady::now() + op_timeout_);
+    std::unique_ptr<SessionConnection> conn = std::move(hold->conn);
+    conn->unlock_async(
+        hold->key, "releasing '" + request.name + "'",
+        [name = request.name, done = unanswered_.track(std::move(done))](Result<bool> out) {
+          if (!out)
+            return done(Status(errc::lock_lost, "unlock '" + name +
+                                                    "': the connection holding it failed, so the "
+                                                    "server had released it"));
+          if (!*out)
+            return done(Status(errc::lock_lost, "unlock '" + name + "': the server no longer had it for this client"));
+          done({});
+        });
+    if (conn->broken()) return;  // the answer came already: a failure
+    // Its answer unread, the connection waits for this thread's next call.
+    {
+      std::lock_guard lk(mu_);
+      answering_.emplace(std::this_thread::get_id(), std::move(conn));
+    }
+    keep_answering_bounded();
+  }
+
+  void flush(steady::time_point deadline) override {
+    std::multimap<std::thread::id, std::unique_ptr<SessionConnection>> left;
+    {
+      std::lock_guard lk(mu_);
+      left.swap(answering_);
+    }
+    for (auto& [thread, conn] : left) {
+      conn->set_deadline(deadline);
+      conn->read_unanswered();
+    }
+    unanswered_.close(deadline);
+  }
+
   void renew(std::span<Renewal> batch) override {
     for (Renewal& item : batch) {
       const auto sent = steady::now();
@@ -152,9 +193,28 @@ class SessionBackend final : public Backend, public LockDriver {
     return std::optional<Grant>(std::move(grant));
   }
 
-  // A connection of no held lock: an idle one, or a new one.
+  // A connection of no held lock: an idle one, or a new one. First, the
+  // connections of this thread's releases sent without waiting have their
+  // answers read (so this call runs after them), and the first is used.
   Result<std::unique_ptr<SessionConnection>> idle_connection(std::string_view step) {
     const auto deadline = steady::now() + op_timeout_;
+    std::vector<std::unique_ptr<SessionConnection>> mine;
+    {
+      std::lock_guard lk(mu_);
+      auto [first, last] = answering_.equal_range(std::this_thread::get_id());
+      for (auto it = first; it != last; ++it) mine.push_back(std::move(it->second));
+      answering_.erase(first, last);
+    }
+    std::unique_ptr<SessionConnection> pick;
+    for (auto& conn : mine) {
+      conn->set_deadline(deadline);
+      conn->read_unanswered();
+      if (!pick && !conn->broken())
+        pick = std::move(conn);
+      else
+        give_back(std::move(conn));
+    }
+    if (pick) return pick;
     {
       std::lock_guard lk(mu_);
       if (!idle_.empty()) {
@@ -176,6 +236,22 @@ class SessionBackend final : public Backend, public LockDriver {
     if (idle_.size() < 4) idle_.push_back(std::move(conn));
   }
 
+  // Answers a thread never came back for (it has ended, or releases many
+  // locks in a row): beyond a few, the oldest are read and their
+  // connections reused — under mu_, so a thread that looks for its own
+  // finds it or finds its answer read.
+  void keep_answering_bounded() {
+    std::lock_guard lk(mu_);
+    while (answering_.size() > max_answering) {
+      auto conn = std::move(answering_.begin()->second);
+      answering_.erase(answering_.begin());
+      conn->set_deadline(steady::now() + op_timeout_);
+      conn->read_unanswered();
+      if (!conn->broken() && idle_.size() < 4) idle_.push_back(std::move(conn));
+    }
+  }
+  static constexpr std::size_t max_answering = 64;
+
   // The name's id, from the cache or the table (on `conn`).
   Result<std::int64_t> key_of(SessionConnection& conn, const std::string& name) {
     {
@@ -193,7 +269,10 @@ class SessionBackend final : public Backend, public LockDriver {
   const milliseconds op_timeout_;
   std::mutex mu_;
   std::vector<std::unique_ptr<SessionConnection>> idle_;  // guarded by mu_
-  std::map<std::string, std::int64_t> keys_;              // guarded by mu_
+  // Connections whose unlock's answer is unread, by the thread that sent it.
+  std::multimap<std::thread::id, std::unique_ptr<SessionConnection>> answering_;  // guarded by mu_
+  PendingReplies unanswered_;                                                     // releases sent without waiting
+  std::map<std::string, std::int64_t> keys_;                                      // guarded by mu_
 };
 
 Status SessionWaiter::wait_until(steady::time_point until) {

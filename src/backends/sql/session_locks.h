@@ -22,6 +22,11 @@
 // the hold is reported lost. A dead holder: its connection closes and the
 // server drops its locks at once.
 //
+// Releasing: unlock() sends the database's unlock and returns; the
+// connection waits, with its answer unread, for the thread that sent it,
+// whose next call takes it (reading that answer first), so what the thread
+// does next runs after its release. unlock_checked() waits.
+//
 // Waiting: a waiter blocks in the database's own lock wait on a connection
 // of its own, bounded by the time it has left: the server orders the
 // waiters and wakes one per release, and the lock is the waiter's when the
@@ -65,6 +70,12 @@ class SessionConnection {
   // Gives up the lock of `key` and the idle limit: false if this
   // connection did not hold it.
   virtual Result<bool> unlock(std::int64_t key, std::string_view step) = 0;
+  // unlock() without waiting: `answer` gets the outcome when it is read —
+  // by the next call on this connection, or read_unanswered(). The server
+  // runs a connection's statements in the order they are sent.
+  virtual void unlock_async(std::int64_t key, std::string step, std::function<void(Result<bool>)> answer) = 0;
+  // Reads the answers unlock_async() left unread.
+  virtual void read_unanswered() = 0;
   // One round trip: a renewal.
   virtual Status check(std::string_view step) = 0;
   // Ends whatever session holds the lock of `key` (its holder's locks go
