@@ -112,13 +112,47 @@ TEST_P(Conformance, EachThreadsUnlocksAreAppliedBeforeItsNextCall) {
           refused.fetch_add(1);
           continue;
         }
-        m.unlock();
+        // The last one waits: each thread's releases are ordered behind
+        // its own calls only, and the checks below are another thread's.
+        if (i + 1 < rounds) {
+          m.unlock();
+        } else {
+          EXPECT_TRUE(m.unlock_checked().ok());
+        }
       }
     });
   for (auto& w : workers) w.join();
   EXPECT_EQ(refused.load(), 0) << "a lock nobody else uses was refused to its last holder";
   EXPECT_TRUE(c->list_locks(prefix).empty()) << "a release sent by unlock() was not applied before list_locks";
   EXPECT_EQ(c->stats().failed_releases, 0u) << "a thread's call overtook its own release";
+}
+
+// Threads that end right after unlock() (their answers unread, in session
+// mode their connections waiting for a next call that never comes; more
+// of them than a client keeps waiting) leave every lock free.
+TEST_P(Conformance, ThreadsThatEndRightAfterUnlockLeaveTheirLocksFree) {
+  const std::string prefix = lock_name() + "/";
+  constexpr int threads = 20;
+  {
+    auto c = client();
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        auto m = c->mutex(prefix + std::to_string(t));
+        m.lock();
+        m.unlock();
+      });
+    for (auto& w : workers) w.join();
+    auto other = client();
+    for (int t = 0; t < threads; ++t) {
+      auto m = other->mutex(prefix + std::to_string(t));
+      const bool got = m.try_lock_for(scaled(2s));
+      EXPECT_TRUE(got) << "lock " << t << " stayed held after its thread unlocked it";
+      if (got) {
+        EXPECT_TRUE(m.unlock_checked().ok());
+      }
+    }
+  }
 }
 
 // The same harness without the lock must see violations, or the test above

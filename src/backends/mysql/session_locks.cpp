@@ -30,7 +30,7 @@ class MySessionConnection final : public sql::SessionConnection {
       : conn_(std::move(conn)), lock_prefix_(std::move(lock_prefix)) {}
 
   void set_deadline(steady::time_point deadline) noexcept override { conn_->set_deadline(deadline); }
-  bool broken() const noexcept override { return conn_->broken(); }
+  bool broken() const noexcept override { return unusable_ || conn_->broken(); }
 
   Result<std::int64_t> key_of(const std::string& name) override {
     auto out = conn_->exec(session_key_of, {name}, "looking up '" + name + "'");
@@ -63,9 +63,14 @@ class MySessionConnection final : public sql::SessionConnection {
   }
 
   void unlock_async(std::int64_t key, std::string step, std::function<void(Result<bool>)> answer) override {
+    // A failed unlock may leave the lock held by this session: the
+    // connection is not used again (its end frees the lock).
     conn_->exec_async(session_unlock, {lock_name_of(key)}, std::move(step),
-                      [answer = std::move(answer)](Result<std::vector<sql::Rows>> out) {
-                        if (!out) return answer(out.status());
+                      [this, answer = std::move(answer)](Result<std::vector<sql::Rows>> out) {
+                        if (!out) {
+                          unusable_ = true;
+                          return answer(out.status());
+                        }
                         answer(!out->empty() && (*out)[0].integer(0, 0) == 1);
                       });
   }
@@ -121,6 +126,7 @@ class MySessionConnection final : public sql::SessionConnection {
   std::string lock_name_of(std::int64_t key) const { return lock_prefix_ + std::to_string(key); }
 
   std::unique_ptr<MyConnection> conn_;
+  bool unusable_ = false;          // an unlock sent without waiting failed
   const std::string lock_prefix_;  // "dlock/<database>/"
 };
 

@@ -29,7 +29,7 @@ class PgSessionConnection final : public sql::SessionConnection {
       : conn_(std::move(conn)), class_id_(std::move(class_id)), op_timeout_(op_timeout) {}
 
   void set_deadline(steady::time_point deadline) noexcept override { conn_->set_deadline(deadline); }
-  bool broken() const noexcept override { return conn_->broken(); }
+  bool broken() const noexcept override { return unusable_ || conn_->broken(); }
 
   Result<std::int64_t> key_of(const std::string& name) override {
     const std::string params[] = {name};
@@ -58,9 +58,14 @@ class PgSessionConnection final : public sql::SessionConnection {
 
   void unlock_async(std::int64_t key, std::string step, std::function<void(Result<bool>)> answer) override {
     const std::string params[] = {class_id_->as_int4, std::to_string(key)};
+    // A failed unlock may leave the lock held by this session: the
+    // connection is not used again (its end frees the lock).
     conn_->query_prepared_async(session_sql::unlock, params, std::move(step),
-                                [answer = std::move(answer)](Result<sql::Rows> out) {
-                                  if (!out) return answer(out.status());
+                                [this, answer = std::move(answer)](Result<sql::Rows> out) {
+                                  if (!out) {
+                                    unusable_ = true;
+                                    return answer(out.status());
+                                  }
                                   answer(out->text(0, 0) == "t");
                                 });
   }
@@ -155,6 +160,7 @@ class PgSessionConnection final : public sql::SessionConnection {
   }
 
   std::unique_ptr<PgConnection> conn_;
+  bool unusable_ = false;  // an unlock sent without waiting failed
   std::shared_ptr<const ClassId> class_id_;
   const milliseconds op_timeout_;
 };

@@ -4,6 +4,8 @@
 
 #include "core/pending_replies.h"
 
+#include <condition_variable>
+#include <list>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -107,20 +109,20 @@ class SessionBackend final : public Backend, public LockDriver {
     // Its answer unread, the connection waits for this thread's next call.
     {
       std::lock_guard lk(mu_);
-      answering_.emplace(std::this_thread::get_id(), std::move(conn));
+      answering_.push_back({std::this_thread::get_id(), std::move(conn)});
     }
     keep_answering_bounded();
   }
 
   void flush(steady::time_point deadline) override {
-    std::multimap<std::thread::id, std::unique_ptr<SessionConnection>> left;
+    std::list<Answering> left;
     {
       std::lock_guard lk(mu_);
       left.swap(answering_);
     }
-    for (auto& [thread, conn] : left) {
-      conn->set_deadline(deadline);
-      conn->read_unanswered();
+    for (Answering& a : left) {
+      a.conn->set_deadline(deadline);
+      a.conn->read_unanswered();
     }
     unanswered_.close(deadline);
   }
@@ -200,10 +202,21 @@ class SessionBackend final : public Backend, public LockDriver {
     const auto deadline = steady::now() + op_timeout_;
     std::vector<std::unique_ptr<SessionConnection>> mine;
     {
-      std::lock_guard lk(mu_);
-      auto [first, last] = answering_.equal_range(std::this_thread::get_id());
-      for (auto it = first; it != last; ++it) mine.push_back(std::move(it->second));
-      answering_.erase(first, last);
+      std::unique_lock lk(mu_);
+      const auto me = std::this_thread::get_id();
+      // Ours being read by keep_answering_bounded(): until it is done.
+      if (!answers_read_.wait_until(lk, deadline, [&] { return !being_read_.count(me); }))
+        return Status(errc::unavailable, std::string(step) +
+                                             ": the answer to this thread's last unlock did not "
+                                             "come within ClientOptions::op_timeout");
+      for (auto it = answering_.begin(); it != answering_.end();) {
+        if (it->thread != me) {
+          ++it;
+          continue;
+        }
+        mine.push_back(std::move(it->conn));
+        it = answering_.erase(it);
+      }
     }
     std::unique_ptr<SessionConnection> pick;
     for (auto& conn : mine) {
@@ -238,19 +251,32 @@ class SessionBackend final : public Backend, public LockDriver {
 
   // Answers a thread never came back for (it has ended, or releases many
   // locks in a row): beyond a few, the oldest are read and their
-  // connections reused — under mu_, so a thread that looks for its own
-  // finds it or finds its answer read.
+  // connections reused. Outside mu_; the thread that sent one waits for
+  // that reading before its next call (idle_connection).
   void keep_answering_bounded() {
-    std::lock_guard lk(mu_);
-    while (answering_.size() > max_answering) {
-      auto conn = std::move(answering_.begin()->second);
-      answering_.erase(answering_.begin());
-      conn->set_deadline(steady::now() + op_timeout_);
-      conn->read_unanswered();
-      if (!conn->broken() && idle_.size() < 4) idle_.push_back(std::move(conn));
+    std::vector<Answering> oldest;
+    {
+      std::lock_guard lk(mu_);
+      while (answering_.size() > max_answering) {
+        ++being_read_[answering_.front().thread];
+        oldest.push_back(std::move(answering_.front()));
+        answering_.pop_front();
+      }
     }
+    if (oldest.empty()) return;
+    for (Answering& a : oldest) {
+      a.conn->set_deadline(steady::now() + op_timeout_);
+      a.conn->read_unanswered();
+      give_back(std::move(a.conn));
+    }
+    {
+      std::lock_guard lk(mu_);
+      for (const Answering& a : oldest)
+        if (--being_read_[a.thread] == 0) being_read_.erase(a.thread);
+    }
+    answers_read_.notify_all();
   }
-  static constexpr std::size_t max_answering = 64;
+  static constexpr std::size_t max_answering = 16;
 
   // The name's id, from the cache or the table (on `conn`).
   Result<std::int64_t> key_of(SessionConnection& conn, const std::string& name) {
@@ -270,7 +296,13 @@ class SessionBackend final : public Backend, public LockDriver {
   std::mutex mu_;
   std::vector<std::unique_ptr<SessionConnection>> idle_;  // guarded by mu_
   // Connections whose unlock's answer is unread, by the thread that sent it.
-  std::multimap<std::thread::id, std::unique_ptr<SessionConnection>> answering_;  // guarded by mu_
+  struct Answering {
+    std::thread::id thread;
+    std::unique_ptr<SessionConnection> conn;
+  };
+  std::list<Answering> answering_;             // guarded by mu_; oldest first
+  std::map<std::thread::id, int> being_read_;  // guarded by mu_: of answering_'s taken out to be read
+  std::condition_variable answers_read_;       // with mu_: being_read_ went down
   PendingReplies unanswered_;                                                     // releases sent without waiting
   std::map<std::string, std::int64_t> keys_;                                      // guarded by mu_
 };

@@ -1,7 +1,7 @@
 #include "backends/sql/slot_pool.h"
 
 #include <algorithm>
-#include <atomic>
+#include <thread>
 
 namespace dlock::detail::sql {
 namespace {
@@ -13,18 +13,6 @@ std::vector<Stmt> statements_of(std::span<const Call> calls) {
   return out;
 }
 
-// A batch this thread sent without waiting: on which pool's slot (and
-// which connection of that slot), as the how-many-th send there.
-struct Owed {
-  std::uint64_t pool;
-  std::size_t slot;
-  std::uint64_t generation;
-  std::uint64_t sent;
-};
-thread_local std::vector<Owed> owed_by_this_thread;
-
-std::atomic<std::uint64_t> next_pool_id{1};
-
 }  // namespace
 
 // --- PooledConnection ------------------------------------------------------
@@ -34,6 +22,7 @@ void PooledConnection::answer_oldest(bool& failed) {
   unanswered_.erase(unanswered_.begin());
   if (!oldest()) failed = true;
   ++answered_;
+  if (answered_hook_) answered_hook_();
 }
 
 void PooledConnection::sent_unanswered(std::function<bool()> read) {
@@ -80,7 +69,10 @@ Result<std::vector<Rows>> PooledConnection::run(std::span<const Call> calls) {
 }
 
 void PooledConnection::send(std::span<const Call> calls, Answer answer) {
-  if (!pipelines()) read_unanswered();
+  // One unanswered batch at a time: a batch written behind one that fails
+  // inside its transaction fails too (PostgreSQL skips it), and one sent
+  // without waiting could not be sent again, as run() does with its own.
+  read_unanswered();
   if (Status s = write(calls); !s) {
     read_unanswered();
     answer(std::move(s));
@@ -97,26 +89,20 @@ void PooledConnection::send(std::span<const Call> calls, Answer answer) {
 // --- SlotPool --------------------------------------------------------------
 
 SlotPool::SlotPool(std::string backend, Open open, int size, Events& events)
-    : id_(next_pool_id.fetch_add(1)),
-      backend_(std::move(backend)),
-      open_(std::move(open)),
-      events_(events),
-      slots_(static_cast<std::size_t>(size)) {}
+    : backend_(std::move(backend)), open_(std::move(open)), events_(events), slots_(static_cast<std::size_t>(size)) {}
 
 Result<Pool::Lease> SlotPool::take(std::string_view step, steady::time_point deadline) {
   std::size_t index;
   {
     std::unique_lock lk(mu_);
-    auto& owed = owed_by_this_thread;
-    const auto mine = std::find_if(owed.begin(), owed.end(), [&](const Owed& o) { return o.pool == id_; });
-    // Whether this thread's batch sent without waiting is still unread.
-    auto waits_for_answer = [&] {
-      if (mine == owed.end()) return false;
-      const Slot& s = slots_[mine->slot];
-      return s.generation == mine->generation && s.answered < mine->sent;
+    const auto me = std::this_thread::get_id();
+    // This thread's batch sent without waiting, if its answer is unread.
+    auto waits_for_answer = [&]() -> const Owed* {
+      const auto it = owed_.find(me);
+      return it != owed_.end() && unread(it->second) ? &it->second : nullptr;
     };
     auto pick = [&] {
-      if (waits_for_answer()) return slots_[mine->slot].busy ? slots_.size() : mine->slot;
+      if (const Owed* mine = waits_for_answer()) return slots_[mine->slot].busy ? slots_.size() : mine->slot;
       for (std::size_t i = 0; i < slots_.size(); ++i)
         if (!slots_[i].busy) return i;
       return slots_.size();
@@ -126,7 +112,7 @@ Result<Pool::Lease> SlotPool::take(std::string_view step, steady::time_point dea
                                            ": every connection of this client stayed busy for longer than "
                                            "ClientOptions::op_timeout (see the url's pool option)");
     index = pick();
-    if (mine != owed.end() && !waits_for_answer()) owed.erase(mine);
+    if (!waits_for_answer()) owed_.erase(me);
     slots_[index].busy = true;
   }
   Slot& slot = slots_[index];  // ours until given back; its conn changes under mu_ (give_back reads them all)
@@ -146,6 +132,14 @@ Result<Pool::Lease> SlotPool::take(std::string_view step, steady::time_point dea
       release(index);
       return fresh.status();
     }
+    (*fresh)->on_answered([this, index, conn = fresh->get()] {
+      {
+        std::lock_guard lk(mu_);
+        if (slots_[index].conn.get() != conn) return;
+        slots_[index].answered = conn->answered_count();
+      }
+      free_.notify_all();
+    });
     {
       std::lock_guard lk(mu_);
       slot.conn = std::move(*fresh);
@@ -154,6 +148,11 @@ Result<Pool::Lease> SlotPool::take(std::string_view step, steady::time_point dea
   }
   slot.conn->set_deadline(deadline);
   return Lease(slot.conn.get(), Give{this});
+}
+
+bool SlotPool::unread(const Owed& owed) const {
+  const Slot& s = slots_[owed.slot];
+  return s.generation == owed.generation && s.answered < owed.sent;
 }
 
 void SlotPool::flush(steady::time_point deadline) {
@@ -188,15 +187,14 @@ void SlotPool::release(std::size_t index) {
     std::lock_guard lk(mu_);
     Slot& slot = slots_[index];
     if (slot.conn) {
-      if (slot.conn->sent_count() > slot.sent) {
-        // This thread sent a batch on it without waiting: until that one's
-        // results are read, its next call goes here too.
-        auto& owed = owed_by_this_thread;
-        std::erase_if(owed, [&](const Owed& o) { return o.pool == id_; });
-        owed.push_back({id_, index, slot.generation, slot.conn->sent_count()});
-      }
+      const bool sent_now = slot.conn->sent_count() > slot.sent;
       slot.sent = slot.conn->sent_count();
       slot.answered = slot.conn->answered_count();
+      // Records whose answers are read go (those of threads that ended too).
+      std::erase_if(owed_, [&](const auto& entry) { return !unread(entry.second); });
+      // This thread sent a batch on it without waiting: until that one's
+      // results are read, its next call goes here too.
+      if (sent_now) owed_[std::this_thread::get_id()] = {index, slot.generation, slot.sent};
     }
     slot.busy = false;
   }

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace dlock::detail::sql {
@@ -40,6 +42,9 @@ class PooledConnection : public Connection {
   // have had their results read (the pool's record of who waits for what).
   std::uint64_t sent_count() const noexcept { return sent_; }
   std::uint64_t answered_count() const noexcept { return answered_; }
+  // Runs after each answer is read (the pool's: a thread waiting for this
+  // connection only until that answer is read may go elsewhere now).
+  void on_answered(std::function<void()> hook) { answered_hook_ = std::move(hook); }
 
  protected:
   // Writes one batch, reading nothing.
@@ -72,6 +77,7 @@ class PooledConnection : public Connection {
 
   std::vector<std::function<bool()>> unanswered_;  // readers of what was sent, oldest first
   std::uint64_t sent_ = 0, answered_ = 0;
+  std::function<void()> answered_hook_;
 };
 
 class SlotPool final : public Pool {
@@ -99,16 +105,26 @@ class SlotPool final : public Pool {
     std::uint64_t sent = 0;        // guarded by mu_: conn->sent_count() when last given back
   };
 
+  // A batch a thread sent without waiting: on which slot (and which of
+  // that slot's connections), as the how-many-th sent there.
+  struct Owed {
+    std::size_t slot;
+    std::uint64_t generation;
+    std::uint64_t sent;
+  };
+
   void give_back(Connection* c) noexcept override;
   void release(std::size_t index);
+  // Whether `owed`'s answer is still unread (mu_ held).
+  bool unread(const Owed& owed) const;
 
-  const std::uint64_t id_;  // unique per pool, never reused (a thread's record of what it waits for)
   const std::string backend_;
   const Open open_;
   Events& events_;
   std::mutex mu_;
   std::condition_variable free_;
   std::vector<Slot> slots_;  // size fixed; each slot's conn touched only by who has it busy
+  std::unordered_map<std::thread::id, Owed> owed_;  // guarded by mu_: by the thread that sent it
 };
 
 }  // namespace dlock::detail::sql
