@@ -6,6 +6,7 @@
 // serves it with its own certificates.
 #include "child_process.h"
 #include "fenced_resource.h"
+#include "stopped_store.h"
 #include "tcp_proxy.h"
 #include "thrown.h"
 
@@ -172,6 +173,52 @@ TEST(EtcdFault, StoppedServerFailsCallsWithinTheirTimeout) {
   ASSERT_TRUE(etcd.act("resume"));
   EXPECT_TRUE(m.try_lock_for(scaled(5s))) << "no recovery after the server came back";
   m.unlock();
+}
+
+// unlock() sends the delete and returns: a stopped member does not hold it
+// up (unlock_checked() waits, and fails within op_timeout). The delete is
+// sent again once the member answers, so the lock is free long before the
+// client's lease (30 s) would free it, and the thread's next call runs
+// behind it and finds both releases accounted for.
+TEST(EtcdFault, UnlockDoesNotWaitForTheServer) {
+  TempDir dir;
+  Etcd etcd(dir, 1);
+  ASSERT_TRUE(etcd.ok());
+  const std::string url = etcd.url() + "/fault?ttl=30s";
+  auto client = connect(url, {.op_timeout = 1s});
+  auto m = client->mutex("async"), checked = client->mutex("checked");
+  m.lock();
+  checked.lock();
+  expect_unlock_does_not_wait(
+      m, checked, [&] { ASSERT_TRUE(etcd.act("pause")); }, [&] { ASSERT_TRUE(etcd.act("resume")); }, errc::unavailable);
+  expect_the_release_ran(*client, *connect(url));
+}
+
+// A client closed while a release it sent is unanswered (the member
+// stopped) closes within its timeouts, not at the release's give-up (the
+// lease's TTL), and nothing of it runs afterwards (ASan, TSan: the release's
+// answer would come to state that is gone). Neither the release nor the
+// lease's revocation can reach the member, so the lock goes with the lease.
+TEST(EtcdFault, AClientClosedWithAReleaseUnansweredClosesInTime) {
+  TempDir dir;
+  Etcd etcd(dir, 1);
+  ASSERT_TRUE(etcd.ok());
+  auto client = connect(etcd.url() + "/fault?ttl=3s", {.op_timeout = 500ms});
+  {
+    auto m = client->mutex("async");
+    m.lock();
+    ASSERT_TRUE(etcd.act("pause"));
+    m.unlock();
+  }
+  const auto start = steady::now();
+  client.reset();  // waits for the answer (op_timeout), then for the lease's revocation (op_timeout)
+  const auto took = steady::now() - start;
+  ASSERT_TRUE(etcd.act("resume"));
+  EXPECT_LT(took, scaled(2500ms)) << "closing waited for the release's give-up";
+  auto other = connect(etcd.url() + "/fault");
+  auto taker = other->mutex("async");
+  EXPECT_TRUE(taker.try_lock_for(scaled(8s))) << "the lease did not free the lock";
+  taker.unlock();
 }
 
 // A lone member killed for 2 s is one lost connection in the client's stats,

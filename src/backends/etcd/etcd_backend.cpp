@@ -40,6 +40,7 @@
 #include "backends/etcd/keys.h"
 #include "backends/etcd/session.h"
 
+#include "core/pending_replies.h"
 #include "core/queue_waiter.h"
 #include "core/registry.h"
 #include "core/validate.h"
@@ -82,12 +83,21 @@ pb::Compare created_at(const std::string& key, std::int64_t revision) {
 }
 
 // Deletes `key` if it is still the one created at `revision`: true if it was.
-Result<bool> delete_if_created_at(Session& session, const std::string& key, std::int64_t revision,
-                                  steady::time_point deadline, std::string_view step) {
+// A release that found our key gone.
+Status key_gone(const std::string& step) {
+  return Status(errc::lock_lost, "etcd: " + step + ": our key is gone (force-released, or its lease expired)");
+}
+
+pb::TxnRequest delete_if_created_at_request(const std::string& key, std::int64_t revision) {
   pb::TxnRequest t;
   *t.add_compare() = created_at(key, revision);
   t.add_success()->mutable_request_delete_range()->set_key(key);
-  auto r = session.txn(t, deadline, step);
+  return t;
+}
+
+Result<bool> delete_if_created_at(Session& session, const std::string& key, std::int64_t revision,
+                                  steady::time_point deadline, std::string_view step) {
+  auto r = session.txn(delete_if_created_at_request(key, revision), deadline, step);
   if (!r) return r.status();
   return r->succeeded();
 }
@@ -175,6 +185,8 @@ struct Contender {
 class EtcdBackend final : public Backend, public LockDriver {
  public:
   explicit EtcdBackend(Config config) : session_(std::move(config), events()) {}
+  // No release's answer may come once the state it updates has gone.
+  ~EtcdBackend() override { session_.end_async(); }
 
   Status start() { return session_.start(); }
 
@@ -216,6 +228,9 @@ class EtcdBackend final : public Backend, public LockDriver {
     if (c && c->watch_id != 0 && !c->deleted->fired() && session_.lease_deadline(c->lease) > sent)
       return Attempt(Busy{});
 
+    // This thread's releases first: its own key under the name may still
+    // be there, and the name its own within the client, until they are answered.
+    if (Status s = session_.await_own(deadline, step); !s) return s;
     auto lease = session_.lease(deadline, step);
     if (!lease) return lease.status();
     const Queue q = queue_of(session_.config(), request, lease->id);
@@ -327,10 +342,35 @@ class EtcdBackend final : public Backend, public LockDriver {
                             step);
     if (request.kind == LockKind::mutex || request.kind == LockKind::latch) free_slot(request.name, request.owner);
     if (!gone) return gone.status();
-    if (!*gone)
-      return Status(errc::lock_lost, "etcd: " + step + ": our key is gone (force-released, or its lease expired)");
-    return {};
+    return *gone ? Status() : key_gone(step);
   }
+
+  // The same delete, sent without waiting (Session::txn_async orders this
+  // thread's next call behind it). Sent again while no member answers, for
+  // as long as the key can live on the client's lease (its TTL): a release
+  // given up would hold the lock for as long as the client runs. The name
+  // stays this owner's within the client until the answer: another owner's
+  // key under it would be the same key (it is the lease's), found still there.
+  void release_async(const LockRequest& request, Grant& grant, std::function<void(Status)> done) override {
+    const auto& g = static_cast<KeyGrant&>(*grant.state);
+    std::string step = "releasing " + std::string(kind_name(request.kind)) + " '" + request.name + "'";
+    const bool per_lease = request.kind == LockKind::mutex || request.kind == LockKind::latch;
+    const auto revision = static_cast<std::int64_t>(grant.token);
+    const auto give_up = steady::now() + std::max<steady::duration>(session_.config().op_timeout, session_.lease_ttl());
+    auto answered = [this, key = g.key, revision, name = request.name, owner = request.owner, per_lease, step,
+                     done = unanswered_.track(std::move(done))](Result<pb::TxnResponse> r, bool resent) {
+      if (!r) {
+        std::lock_guard lk(mu_);
+        doubtful_[key] = revision;
+      }
+      if (per_lease) free_slot(name, owner);
+      // Found gone after a send whose answer was lost: that send deleted it.
+      done(!r ? r.status() : r->succeeded() || resent ? Status() : key_gone(step));
+    };
+    session_.txn_async(delete_if_created_at_request(g.key, revision), give_up, step, std::move(answered));
+  }
+
+  void flush(steady::time_point deadline) override { unanswered_.close(deadline); }
 
   // One Txn reads back every key of the batch (up to etcd's 128 operations
   // per Txn): one round trip per batch. The client's lease itself is kept
@@ -677,6 +717,7 @@ class EtcdBackend final : public Backend, public LockDriver {
   }
 
   Session session_;
+  PendingReplies unanswered_;  // release_async's answers, for flush()
   CountKeys counter_keys_{session_, kind_root(session_.config(), "counter")};
   CasCounters counters_{counter_keys_};
   Latches latches_{session_};

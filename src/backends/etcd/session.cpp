@@ -98,6 +98,7 @@ Session::Session(Config config, Events& events) : config_(std::move(config)), ev
 }
 
 Session::~Session() {
+  end_async();
   std::int64_t id;
   {
     std::lock_guard lk(mu_);
@@ -205,6 +206,7 @@ Status Session::authenticate(steady::time_point deadline) {
 // auth token is renewed once.
 template <class Call>
 Status Session::call(steady::time_point deadline, std::string_view step, Call&& call) {
+  if (Status s = await_own(deadline, step); !s) return s;
   bool authenticated_again = false;
   std::optional<grpc::Status> unreachable;  // the last member that could not be reached, and why
   for (std::size_t tries = 0;; ++tries) {
@@ -241,6 +243,125 @@ Result<pb::TxnResponse> Session::txn(const pb::TxnRequest& request, steady::time
       !s)
     return s;
   return response;
+}
+
+struct Session::Sent {
+  grpc::ClientContext context;
+  pb::TxnRequest request;
+  pb::TxnResponse response;
+  steady::time_point give_up;
+  std::string step;
+  std::thread::id thread;
+  std::size_t at = 0;  // the member of the first attempt
+  bool resent = false;
+  AsyncDone done;
+};
+
+void Session::txn_async(pb::TxnRequest request, steady::time_point give_up, std::string step, AsyncDone done) {
+  auto sent = std::make_shared<Sent>();
+  sent->request = std::move(request);
+  sent->give_up = give_up;
+  sent->step = std::move(step);
+  sent->thread = std::this_thread::get_id();
+  sent->done = std::move(done);
+  {
+    std::lock_guard lk(sent_mu_);
+    if (async_ended_) {
+      sent->done(Status(errc::unavailable, "etcd: " + sent->step + ": the client is closing"), false);
+      return;
+    }
+    in_flight_.insert(sent);
+    ++unanswered_[sent->thread];
+  }
+  prepare(sent->context, std::min(give_up, steady::now() + config_.op_timeout));
+  sent->at = current();
+  kv_[sent->at]->async()->Txn(&sent->context, &sent->request, &sent->response,
+                              [this, sent](grpc::Status status) { answered(sent, status); });
+}
+
+// On a gRPC thread: the answer, or, as txn() would retry it, a call handed
+// to the retry thread.
+void Session::answered(const std::shared_ptr<Sent>& sent, const grpc::Status& status) {
+  if (status.ok()) return finish(sent, std::move(sent->response));
+  const auto code = status.error_code();
+  const bool member_failed = code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
+  if ((member_failed || (code == grpc::StatusCode::UNAUTHENTICATED && config_.user)) && steady::now() < sent->give_up) {
+    if (member_failed) rotate(sent->at);
+    std::lock_guard lk(sent_mu_);
+    if (!async_ended_) {
+      to_retry_.push_back(sent);
+      if (!retrier_.joinable())
+        retrier_ = std::thread([this] {
+          name_this_thread("dlock-etcd-retry");
+          retry_sent();
+        });
+      sent_cv_.notify_all();
+      return;
+    }
+  }
+  finish(sent, to_status(status, sent->step, config_.tls));
+}
+
+void Session::finish(const std::shared_ptr<Sent>& sent, Result<pb::TxnResponse> outcome) {
+  sent->done(std::move(outcome), sent->resent);
+  {
+    std::lock_guard lk(sent_mu_);
+    if (auto it = unanswered_.find(sent->thread); it != unanswered_.end() && --it->second == 0) unanswered_.erase(it);
+    in_flight_.erase(sent);
+  }
+  sent_cv_.notify_all();
+}
+
+// The retry thread: each call handed to it is sent again, an op_timeout at
+// a time, while no member answers and until its give_up.
+void Session::retry_sent() {
+  std::unique_lock lk(sent_mu_);
+  for (;;) {
+    sent_cv_.wait(lk, [&] { return async_ended_ || !to_retry_.empty(); });
+    if (to_retry_.empty()) return;
+    auto sent = std::move(to_retry_.front());
+    to_retry_.pop_front();
+    Result<pb::TxnResponse> outcome =
+        Status(errc::unavailable, "etcd: " + sent->step + ": the client closed before it was answered");
+    while (!async_ended_) {
+      lk.unlock();
+      sent->resent = true;
+      outcome = txn(sent->request, std::min(sent->give_up, steady::now() + config_.op_timeout), sent->step);
+      lk.lock();
+      if (outcome || outcome.status().code() != errc::unavailable || steady::now() >= sent->give_up) break;
+    }
+    lk.unlock();
+    finish(sent, std::move(outcome));
+    lk.lock();
+  }
+}
+
+Status Session::await_own(steady::time_point deadline, std::string_view step) {
+  const auto self = std::this_thread::get_id();
+  std::unique_lock lk(sent_mu_);
+  if (sent_cv_.wait_until(lk, deadline, [&] { return !unanswered_.contains(self); })) return {};
+  return Status(errc::unavailable,
+                "etcd: " + std::string(step) + ": a release this thread sent earlier is still unanswered");
+}
+
+void Session::end_async() {
+  std::vector<std::shared_ptr<Sent>> cancel;
+  {
+    std::lock_guard lk(sent_mu_);
+    async_ended_ = true;
+    cancel.assign(in_flight_.begin(), in_flight_.end());
+  }
+  sent_cv_.notify_all();
+  // Not under sent_mu_: a cancelled call's callback may run inside TryCancel.
+  for (const auto& sent : cancel) sent->context.TryCancel();
+  std::thread retrier;
+  {
+    // Cancelled calls are answered at once; a retry under way ends by its deadline.
+    std::unique_lock lk(sent_mu_);
+    sent_cv_.wait(lk, [&] { return in_flight_.empty(); });
+    retrier = std::move(retrier_);
+  }
+  if (retrier.joinable()) retrier.join();
 }
 
 Result<pb::RangeResponse> Session::range(const pb::RangeRequest& request, steady::time_point deadline,

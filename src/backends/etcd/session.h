@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -82,6 +83,7 @@ class Session {
   std::chrono::seconds lease_ttl() const;
 
   // Unary calls, failed over between members, each within `deadline`.
+  // Each first waits for the calling thread's txn_async calls (below).
   Result<pb::TxnResponse> txn(const pb::TxnRequest& request, steady::time_point deadline, std::string_view step);
   Result<pb::RangeResponse> range(const pb::RangeRequest& request, steady::time_point deadline, std::string_view step);
   Result<pb::LeaseGrantResponse> grant(std::int64_t ttl_seconds, steady::time_point deadline, std::string_view step);
@@ -91,6 +93,27 @@ class Session {
   void revoke_given_up(steady::time_point deadline);
   Result<pb::LeaseTimeToLiveResponse> time_to_live(std::int64_t lease_id, steady::time_point deadline,
                                                    std::string_view step);
+
+  // A Txn sent without waiting (Mutex::unlock): `done` gets its outcome
+  // later, on a gRPC thread or the session's retry thread (it must not
+  // block). gRPC does not order separate calls, so until `done` has run
+  // every later call of the sending thread waits for it first (await_own):
+  // what that thread does next runs after this Txn. One attempt has
+  // op_timeout; one that finds no member (unreachable, silent, a stale auth
+  // token) is sent again on the retry thread, failed over as txn() is,
+  // until `give_up`. `resent`: it was sent more than once, so an earlier
+  // send may have been applied. `done` runs once, by `give_up` plus
+  // op_timeout, or when the session ends (errc::unavailable).
+  using AsyncDone = std::function<void(Result<pb::TxnResponse> outcome, bool resent)>;
+  void txn_async(pb::TxnRequest request, steady::time_point give_up, std::string step, AsyncDone done);
+  // Waits until the calling thread's txn_async calls are answered;
+  // errc::unavailable if one still is not by `deadline`.
+  Status await_own(steady::time_point deadline, std::string_view step);
+  // Ends every txn_async still in flight (each `done` runs, with its
+  // answer or errc::unavailable) and returns once none is left; later ones
+  // fail at once. For the owner of the state the `done`s touch, before it
+  // goes; the destructor does it too.
+  void end_async();
 
   // Notifies `signal` once a key in [key, range_end) (range_end empty: `key`
   // alone) is deleted — or, unless deletions_only, also put — after the
@@ -123,6 +146,11 @@ class Session {
   Status authenticate(steady::time_point deadline);
   void rotate(std::size_t failed);
   std::size_t current() const;
+
+  struct Sent;
+  void answered(const std::shared_ptr<Sent>& sent, const grpc::Status& status);
+  void finish(const std::shared_ptr<Sent>& sent, Result<pb::TxnResponse> outcome);
+  void retry_sent();
 
   void keep_alive();
   void lose_lease(std::int64_t id, const std::string& why);
@@ -157,6 +185,16 @@ class Session {
   bool stopping_ = false;                // guarded by mu_
   std::mutex grant_mu_;                  // one lease grant at a time
   std::thread keeper_;
+
+  // txn_async: what is in flight, how many of them each thread sent, and
+  // those sent again synchronously by the retry thread.
+  std::mutex sent_mu_;
+  std::condition_variable sent_cv_;
+  std::set<std::shared_ptr<Sent>> in_flight_;   // sent_mu_
+  std::map<std::thread::id, int> unanswered_;   // sent_mu_: sending thread -> count
+  std::deque<std::shared_ptr<Sent>> to_retry_;  // sent_mu_
+  bool async_ended_ = false;                    // sent_mu_
+  std::thread retrier_;                         // started with the first retry
 
   std::mutex watch_mu_;  // the watch stream: opening, writing, the watchers
   std::shared_ptr<grpc::ClientContext> watch_context_;
