@@ -176,6 +176,32 @@ void PostgresFault::unlock_does_not_wait_for_the_server(const std::string& query
 TEST_F(PostgresFault, UnlockDoesNotWaitForTheServer) { unlock_does_not_wait_for_the_server(""); }
 TEST_F(PostgresFault, SessionUnlockDoesNotWaitForTheServer) { unlock_does_not_wait_for_the_server("?mode=session"); }
 
+// A release sent without waiting that fails on the server, inside its
+// transaction (a trigger refuses it): the thread's next call, written behind
+// it in the same pipeline, ran into that aborted transaction (SQLSTATE
+// 25P02) and changed nothing, so it is sent again on a clean connection and
+// succeeds; the failed release is counted, not thrown at the next caller.
+TEST_F(PostgresFault, ACallPipelinedBehindAFailedReleaseIsSentAgain) {
+  auto client = connect(url(), {.op_timeout = 2s});
+  auto doomed = client->mutex("doomed"), next = client->mutex("next");
+  doomed.lock();
+  admin(
+      "CREATE FUNCTION dlock_test_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+      "'BEGIN IF OLD.name = ''doomed'' THEN RAISE EXCEPTION ''release refused''; END IF; RETURN OLD; END'; "
+      "CREATE TRIGGER dlock_test_refuse BEFORE DELETE ON dlock_holds FOR EACH ROW "
+      "EXECUTE FUNCTION dlock_test_refuse()");
+  doomed.unlock();  // refused by the server, answered later
+  EXPECT_TRUE(next.try_lock()) << "the call behind the failed release did not run";
+  EXPECT_TRUE(next.unlock_checked().ok());
+  const auto stats = client->stats();
+  EXPECT_EQ(stats.failed_releases, 1u);
+  EXPECT_EQ(stats.releases, 1u);
+  admin("DROP TRIGGER dlock_test_refuse ON dlock_holds");
+  // The refused release freed nothing: "doomed" is held until its lease ends.
+  auto other = connect(url());
+  EXPECT_FALSE(other->mutex("doomed").try_lock()) << "the refused release freed the lock";
+}
+
 TEST_F(PostgresFault, KilledServerIsUnavailableNotAHang) {
   auto client = connect(url(), {.op_timeout = 500ms});
   auto m = client->mutex("m");
