@@ -82,12 +82,13 @@ pb::Compare created_at(const std::string& key, std::int64_t revision) {
   return c;
 }
 
-// Deletes `key` if it is still the one created at `revision`: true if it was.
 // A release that found our key gone.
 Status key_gone(const std::string& step) {
   return Status(errc::lock_lost, "etcd: " + step + ": our key is gone (force-released, or its lease expired)");
 }
 
+// Deletes `key` if it is still the one created at `revision` (the Txn;
+// its `succeeded`: whether it was).
 pb::TxnRequest delete_if_created_at_request(const std::string& key, std::int64_t revision) {
   pb::TxnRequest t;
   *t.add_compare() = created_at(key, revision);
@@ -95,6 +96,7 @@ pb::TxnRequest delete_if_created_at_request(const std::string& key, std::int64_t
   return t;
 }
 
+// The same, run: true if it was.
 Result<bool> delete_if_created_at(Session& session, const std::string& key, std::int64_t revision,
                                   steady::time_point deadline, std::string_view step) {
   auto r = session.txn(delete_if_created_at_request(key, revision), deadline, step);
@@ -244,7 +246,9 @@ class EtcdBackend final : public Backend, public LockDriver {
     }
 
     // Our key if absent (with the lease), and the first `room` keys that
-    // may block it, by creation.
+    // may block it, by creation. With room for one, where ours is one of
+    // them (not a reader's), also the two created last: ours (this Txn's)
+    // and the one before it, which a waiter watches.
     pb::TxnRequest t;
     *t.add_compare() = created_at(key, 0);
     auto* put = t.add_success()->mutable_request_put();
@@ -252,6 +256,8 @@ class EtcdBackend final : public Backend, public LockDriver {
     put->set_value(q.value);
     put->set_lease(lease->id);
     *t.add_success()->mutable_request_range() = first_created(q.blockers, false, 0, q.room);
+    const bool reads_predecessor = q.room == 1 && c && key.starts_with(q.blockers);
+    if (reads_predecessor) *t.add_success()->mutable_request_range() = first_created(q.blockers, true, 0, 2);
     *t.add_failure()->mutable_request_range() = one_key(key);
     *t.add_failure()->mutable_request_range() = first_created(q.blockers, false, 0, q.room);
     auto r = session_.txn(t, deadline, step);
@@ -294,6 +300,13 @@ class EtcdBackend final : public Backend, public LockDriver {
     c->key = key;
     c->lease = lease->id;
     c->revision = revision;
+    if (reads_predecessor && r->succeeded()) {
+      // Ours was just made, so the Txn's read is as look_again's would be:
+      // wait behind the key created last before it, without reading again.
+      const auto& last = r->responses(2).response_range();
+      if (last.kvs_size() == 2 && last.kvs(0).create_revision() == revision)
+        return wait_behind(*c, q, last.kvs(1), r->header().revision(), deadline, step);
+    }
     return look_again(request, *c, q, *lease, sent, deadline, step);
   }
 
@@ -619,12 +632,17 @@ class EtcdBackend final : public Backend, public LockDriver {
     const auto& before = r->responses(1).response_range();
     if (before.kvs_size() < q.room)
       return grant(request, &c, q, c.revision, lease, sent, deadline, step);
+    return wait_behind(c, q, before.kvs(0), r->header().revision(), deadline, step);
+  }
+
+  // Busy, woken when `blocker` (read at `read_at`; with room for more than
+  // one, any of the blockers) is deleted.
+  Result<Attempt> wait_behind(Contender& c, const Queue& q, const mvccpb::KeyValue& blocker, std::int64_t read_at,
+                              steady::time_point deadline, const std::string& step) {
     c.deleted = std::make_shared<Signal>();
     c.deleted->call_back([s = c.signal] { s->notify(); });
     // Woken by a blocker's deletion. Written to since our read: look again
     // at what we wait for (one key, or whether fewer than `room` are left).
-    const std::int64_t read_at = r->header().revision();
-    const auto& blocker = before.kvs(0);
     const std::string watched = q.room == 1 ? blocker.key() : q.blockers;
     const std::string end = q.room == 1 ? std::string() : range_end(q.blockers);
     auto id = session_.watch(
