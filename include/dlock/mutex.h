@@ -109,15 +109,17 @@ class Mutex {
   // hold the lock is counted and otherwise ignored. Use unlock_checked() to
   // see the outcome.
   //
-  // On redis:// and zk:// the release is sent and not waited for (one round
-  // trip less per critical section): the store runs it before anything this
-  // client sends after it on that connection (ZooKeeper: that session), and
-  // its answer is read later — a failure is counted in
-  // stats().failed_releases and logged. The lock is free once the store has
-  // run it, which another process may not see for a moment after unlock()
-  // returns; a release that never arrives is a lease expiry (ZooKeeper: the
-  // client deletes the node once the ensemble answers again, or the session
-  // ends). Other stores release before returning.
+  // On redis://, zk://, postgres://, mysql:// and etcd:// the release is
+  // sent and not waited for: the store runs it before anything the calling
+  // thread sends after it on this client (on etcd, whose gRPC calls are not
+  // ordered, that thread's next call waits for its answer first), and its
+  // answer is read later — a failure is counted in stats().failed_releases
+  // and logged. The lock is free once the store has run it, which another
+  // process may not see for a moment after unlock() returns; a release that
+  // never arrives is a lease expiry (ZooKeeper: the client deletes the node
+  // once the ensemble answers again, or the session ends; etcd: the delete
+  // is sent again while no member answers). file:// and sqlite:// release
+  // before returning. docs/api.md, "Releases that don't wait".
   void unlock() noexcept;
 
   // unlock() that reports, and so waits for the store's answer on every
