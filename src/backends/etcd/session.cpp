@@ -249,6 +249,8 @@ struct Session::Sent {
   grpc::ClientContext context;
   pb::TxnRequest request;
   pb::TxnResponse response;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<pb::TxnResponse>> reader;
   steady::time_point give_up;
   std::string step;
   std::thread::id thread;
@@ -264,24 +266,44 @@ void Session::txn_async(pb::TxnRequest request, steady::time_point give_up, std:
   sent->step = std::move(step);
   sent->thread = std::this_thread::get_id();
   sent->done = std::move(done);
-  {
-    std::lock_guard lk(sent_mu_);
-    if (async_ended_) {
-      sent->done(Status(errc::unavailable, "etcd: " + sent->step + ": the client is closing"), false);
-      return;
-    }
-    in_flight_.insert(sent);
-    ++unanswered_[sent->thread];
-  }
   prepare(sent->context, std::min(give_up, steady::now() + config_.op_timeout));
   sent->at = current();
-  kv_[sent->at]->async()->Txn(&sent->context, &sent->request, &sent->response,
-                              [this, sent](grpc::Status status) { answered(sent, status); });
+  std::lock_guard lk(sent_mu_);
+  if (async_ended_) {
+    sent->done(Status(errc::unavailable, "etcd: " + sent->step + ": the client is closing"), false);
+    return;
+  }
+  in_flight_[sent.get()] = sent;
+  ++unanswered_[sent->thread];
+  if (!answers_reader_.joinable())
+    answers_reader_ = std::thread([this] {
+      name_this_thread("dlock-etcd-ans");
+      read_answers();
+    });
+  // (Under sent_mu_, so that end_async() shuts the queue down only after
+  // every call on it has been started.)
+  sent->reader = kv_[sent->at]->AsyncTxn(&sent->context, sent->request, &answers_);
+  sent->reader->Finish(&sent->response, &sent->status, sent.get());
 }
 
-// On a gRPC thread: the answer, or, as txn() would retry it, a call handed
-// to the retry thread.
-void Session::answered(const std::shared_ptr<Sent>& sent, const grpc::Status& status) {
+// The answers' thread: each call's outcome as it comes, until end_async()
+// shuts the queue down.
+void Session::read_answers() {
+  void* tag = nullptr;
+  bool ok = false;
+  while (answers_.Next(&tag, &ok)) {
+    std::shared_ptr<Sent> sent;
+    {
+      std::lock_guard lk(sent_mu_);
+      if (auto it = in_flight_.find(static_cast<const Sent*>(tag)); it != in_flight_.end()) sent = it->second;
+    }
+    if (sent) answered(sent);
+  }
+}
+
+// The answer, or, as txn() would retry it, a call handed to the retry thread.
+void Session::answered(const std::shared_ptr<Sent>& sent) {
+  const grpc::Status& status = sent->status;
   if (status.ok()) return finish(sent, std::move(sent->response));
   const auto code = status.error_code();
   const bool member_failed = code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
@@ -307,7 +329,7 @@ void Session::finish(const std::shared_ptr<Sent>& sent, Result<pb::TxnResponse> 
   {
     std::lock_guard lk(sent_mu_);
     if (auto it = unanswered_.find(sent->thread); it != unanswered_.end() && --it->second == 0) unanswered_.erase(it);
-    in_flight_.erase(sent);
+    in_flight_.erase(sent.get());
   }
   sent_cv_.notify_all();
 }
@@ -348,18 +370,27 @@ void Session::end_async() {
   std::vector<std::shared_ptr<Sent>> cancel;
   {
     std::lock_guard lk(sent_mu_);
-    async_ended_ = true;
-    cancel.assign(in_flight_.begin(), in_flight_.end());
+    if (std::exchange(async_ended_, true)) return;
+    for (const auto& [key, sent] : in_flight_) cancel.push_back(sent);
   }
   sent_cv_.notify_all();
-  // Not under sent_mu_: a cancelled call's callback may run inside TryCancel.
   for (const auto& sent : cancel) sent->context.TryCancel();
-  std::thread retrier;
+  std::thread reader, retrier;
   {
     // Cancelled calls are answered at once; a retry under way ends by its deadline.
     std::unique_lock lk(sent_mu_);
     sent_cv_.wait(lk, [&] { return in_flight_.empty(); });
+    reader = std::move(answers_reader_);
     retrier = std::move(retrier_);
+  }
+  answers_.Shutdown();
+  if (reader.joinable()) {
+    reader.join();
+  } else {
+    void* tag = nullptr;
+    bool ok = false;
+    while (answers_.Next(&tag, &ok)) {
+    }
   }
   if (retrier.joinable()) retrier.join();
 }

@@ -29,7 +29,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -95,15 +94,13 @@ class Session {
                                                    std::string_view step);
 
   // A Txn sent without waiting (Mutex::unlock): `done` gets its outcome
-  // later, on a gRPC thread or the session's retry thread (it must not
-  // block). gRPC does not order separate calls, so until `done` has run
-  // every later call of the sending thread waits for it first (await_own):
-  // what that thread does next runs after this Txn. One attempt has
-  // op_timeout; one that finds no member (unreachable, silent, a stale auth
-  // token) is sent again on the retry thread, failed over as txn() is,
-  // until `give_up`. `resent`: it was sent more than once, so an earlier
-  // send may have been applied. `done` runs once, by `give_up` plus
-  // op_timeout, or when the session ends (errc::unavailable).
+  // later, on one of the session's two threads for this (the one that
+  // reads the answers, the one that sends again; it must not block). gRPC does not order separate calls, so until
+  // `done` has run every later call of the sending thread waits for it first (await_own): what that thread does next
+  // runs after this Txn. One attempt has op_timeout; one that finds no member (unreachable, silent, a stale auth token)
+  // is sent again on the retry thread, failed over as txn() is, until `give_up`. `resent`: it was sent more than once,
+  // so an earlier send may have been applied. `done` runs once, by `give_up` plus op_timeout, or when the session ends
+  // (errc::unavailable).
   using AsyncDone = std::function<void(Result<pb::TxnResponse> outcome, bool resent)>;
   void txn_async(pb::TxnRequest request, steady::time_point give_up, std::string step, AsyncDone done);
   // Waits until the calling thread's txn_async calls are answered;
@@ -148,8 +145,9 @@ class Session {
   std::size_t current() const;
 
   struct Sent;
-  void answered(const std::shared_ptr<Sent>& sent, const grpc::Status& status);
+  void answered(const std::shared_ptr<Sent>& sent);
   void finish(const std::shared_ptr<Sent>& sent, Result<pb::TxnResponse> outcome);
+  void read_answers();
   void retry_sent();
 
   void keep_alive();
@@ -186,15 +184,19 @@ class Session {
   std::mutex grant_mu_;                  // one lease grant at a time
   std::thread keeper_;
 
-  // txn_async: what is in flight, how many of them each thread sent, and
-  // those sent again synchronously by the retry thread.
+  // txn_async: the completion queue its answers come on (read by
+  // answers_reader_, a thread of the session's, so that no thread of
+  // gRPC's outlives the client), what is in flight, how many of them each
+  // thread sent, and those sent again synchronously by the retry thread.
+  grpc::CompletionQueue answers_;
   std::mutex sent_mu_;
   std::condition_variable sent_cv_;
-  std::set<std::shared_ptr<Sent>> in_flight_;   // sent_mu_
+  std::map<const Sent*, std::shared_ptr<Sent>> in_flight_;  // sent_mu_
   std::map<std::thread::id, int> unanswered_;   // sent_mu_: sending thread -> count
   std::deque<std::shared_ptr<Sent>> to_retry_;  // sent_mu_
   bool async_ended_ = false;                    // sent_mu_
-  std::thread retrier_;                         // started with the first retry
+  std::thread answers_reader_;                  // sent_mu_: started with the first txn_async
+  std::thread retrier_;                         // sent_mu_: started with the first retry
 
   std::mutex watch_mu_;  // the watch stream: opening, writing, the watchers
   std::shared_ptr<grpc::ClientContext> watch_context_;
