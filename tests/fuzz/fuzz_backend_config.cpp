@@ -1,8 +1,8 @@
-// Fuzzes what each networked backend makes of a parsed URL before any network I/O:
-// redis://, redis+unix://, redis+sentinel://, redis+cluster://
-// (backends/redis/options.h),
-// zk:// (backends/zookeeper/config.h) and etcd://, etcds:// (backends/etcd/config.h;
-// etcds:// reads the PEM files its URL names).
+// Fuzzes what each backend makes of a parsed URL before any I/O, through its
+// config.h: redis://, redis+unix://, redis+sentinel://, redis+cluster://,
+// zk://, etcd://, etcds:// (which reads the PEM files its URL names),
+// postgres://, mysql:// (which check that their TLS files can be read),
+// file:// and sqlite://.
 // Beyond not crashing:
 //   - a password is never echoed: not in an error, not in the redacted URL
 //     the client puts in its messages and logs;
@@ -10,7 +10,11 @@
 //     the same config (but for the password, shown as "***"), so what a
 //     message shows is the store the client uses.
 #include "backends/etcd/config.h"
-#include "backends/redis/options.h"
+#include "backends/file/config.h"
+#include "backends/mysql/config.h"
+#include "backends/postgres/config.h"
+#include "backends/redis/config.h"
+#include "backends/sqlite/config.h"
 #include "backends/zookeeper/config.h"
 #include "core/url.h"
 
@@ -19,6 +23,8 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -107,6 +113,55 @@ void check_etcd(const Url& url, const std::optional<std::string>& secret) {
     std::abort();
 }
 
+// The libpq parameters but the password, which must be there to be sent.
+std::vector<std::pair<std::string, std::string>> shown_params(const dlock::detail::postgres::ConnectInfo& info) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& param : info.params)
+    if (param.first != "password") out.push_back(param);
+  return out;
+}
+
+void check_postgres(const Url& url, const std::optional<std::string>& secret) {
+  auto c = dlock::detail::postgres::parse_config(url, ClientOptions{});
+  if (!c) return must_not_show(c.status().message(), secret);
+  must_not_show(c->connect.redacted_url, secret);
+  for (const auto& [key, value] : shown_params(c->connect)) {
+    must_not_show(key, secret);
+    must_not_show(value, secret);
+  }
+  auto again = reparse(c->connect.redacted_url, dlock::detail::postgres::parse_config);
+  if (!again) std::abort();
+  if (shown_params(again->connect) != shown_params(c->connect) || again->session != c->session ||
+      again->schema != c->schema || again->pool != c->pool || again->table.waiter_ttl != c->table.waiter_ttl)
+    std::abort();
+}
+
+void check_mysql(const Url& url, const std::optional<std::string>& secret) {
+  auto c = dlock::detail::mysql::parse_config(url, ClientOptions{});
+  if (!c) return must_not_show(c.status().message(), secret);
+  must_not_show(c->connect.redacted_url, secret);
+  must_not_show(c->connect.host, secret);
+  must_not_show(c->connect.database, secret);
+  auto again = reparse(c->connect.redacted_url, dlock::detail::mysql::parse_config);
+  if (!again) std::abort();
+  if (again->connect.host != c->connect.host || again->connect.port != c->connect.port ||
+      again->connect.user != c->connect.user || again->connect.database != c->connect.database ||
+      again->connect.tls != c->connect.tls || again->session != c->session || again->pool != c->pool ||
+      again->table.waiter_ttl != c->table.waiter_ttl)
+    std::abort();
+}
+
+// file:// and sqlite:// take no password; a path that parses is absolute.
+void check_local(const Url& url) {
+  if (url.scheme == "file") {
+    auto c = dlock::detail::file::parse_config(url, ClientOptions{});
+    if (c && (c->dir.empty() || c->dir.front() != '/' || c->dir.back() == '/' || url.password)) std::abort();
+  } else {
+    auto c = dlock::detail::sqlite::parse_config(url, ClientOptions{});
+    if (c && (c->path.empty() || c->path.front() != '/' || c->path.back() == '/' || url.password)) std::abort();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -122,5 +177,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_zookeeper(*url, secret);
   else if (url->scheme == "etcd" || url->scheme == "etcds")
     check_etcd(*url, secret);
+  else if (url->scheme == "postgres" || url->scheme == "postgresql")
+    check_postgres(*url, secret);
+  else if (url->scheme == "mysql" || url->scheme == "mariadb")
+    check_mysql(*url, secret);
+  else if (url->scheme == "file" || url->scheme == "sqlite")
+    check_local(*url);
   return 0;
 }

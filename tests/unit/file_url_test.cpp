@@ -15,16 +15,9 @@ namespace dlock {
 namespace {
 
 using test::TempDir;
+using test::refused;
 using test::thrown_code;
 using ::testing::HasSubstr;
-
-std::string refused(const std::string& url) {
-  std::string message;
-  EXPECT_EQ(thrown_code([&] { (void)connect(url); }, &message), errc::invalid_argument) << url;
-  auto r = connect_checked(url);
-  EXPECT_EQ(r.code(), errc::invalid_argument) << url;
-  return message;
-}
 
 TEST(FileUrl, NeedsAnAbsoluteDirectory) {
   EXPECT_THAT(refused("file://"), HasSubstr("absolute"));

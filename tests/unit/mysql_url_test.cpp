@@ -16,15 +16,10 @@ namespace dlock {
 namespace {
 
 using namespace std::chrono_literals;
+using test::refused;
 using test::thrown_code;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string refused(const std::string& url, errc code = errc::invalid_argument) {
-  std::string message;
-  EXPECT_EQ(thrown_code([&] { (void)connect(url, {.op_timeout = 200ms}); }, &message), code) << url;
-  return message;
-}
 
 TEST(MysqlUrl, RefusesMissingHostOrDatabase) {
   EXPECT_THAT(refused("mysql://u@/db"), HasSubstr("needs a host"));

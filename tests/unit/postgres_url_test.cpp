@@ -11,16 +11,10 @@
 namespace dlock {
 namespace {
 
+using test::refused;
 using test::thrown_code;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string refused(const std::string& url, errc code = errc::invalid_argument) {
-  std::string message;
-  EXPECT_EQ(thrown_code([&] { (void)connect(url, {.op_timeout = std::chrono::milliseconds(200)}); }, &message), code)
-      << url;
-  return message;
-}
 
 TEST(PostgresUrl, NeedsAHostAndADatabase) {
   EXPECT_THAT(refused("postgres:///dlock"), HasSubstr("needs a host"));

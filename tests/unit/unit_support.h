@@ -105,4 +105,15 @@ std::optional<errc> thrown_code(F f, std::string* message = nullptr) {
   return std::nullopt;
 }
 
+// What dlock::connect(url) says when it refuses `url` with `code`, before
+// any server is asked (op_timeout 200 ms, for URLs that do reach for one);
+// connect_checked must refuse it alike.
+inline std::string refused(const std::string& url, errc code = errc::invalid_argument) {
+  const ClientOptions options{.op_timeout = std::chrono::milliseconds(200)};
+  std::string message;
+  EXPECT_EQ(thrown_code([&] { (void)connect(url, options); }, &message), code) << url;
+  EXPECT_EQ(connect_checked(url, options).code(), code) << url;
+  return message;
+}
+
 }  // namespace dlock::test

@@ -10,17 +10,10 @@
 namespace dlock {
 namespace {
 
+using test::refused;
 using test::thrown_code;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string refused(const std::string& url) {
-  std::string message;
-  EXPECT_EQ(thrown_code([&] { (void)connect(url, {.op_timeout = std::chrono::milliseconds(200)}); }, &message),
-            errc::invalid_argument)
-      << url;
-  return message;
-}
 
 TEST(ZooKeeperUrl, RefusesBadRootPaths) {
   EXPECT_THAT(refused("zk://127.0.0.1:1/a//b"), HasSubstr("empty segment"));

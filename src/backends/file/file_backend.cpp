@@ -56,6 +56,7 @@
 // A holder's liveness lock is on its grant's descriptor, so a dead holder's
 // share is free the moment the kernel closes it.
 #include "backends/file/barrier.h"
+#include "backends/file/config.h"
 #include "backends/file/counters.h"
 #include "backends/file/directory.h"
 #include "backends/file/file_waiter.h"
@@ -956,41 +957,22 @@ class FileBackend final : public Backend, public LockDriver {
   std::map<LineKey, PlaceInLine> in_line_;  // guarded by mu_
 };
 
-Status invalid(std::string why) { return Status(errc::invalid_argument, "file url: " + std::move(why)); }
-
 }  // namespace
 
 Result<std::unique_ptr<Backend>> open_file_backend(const Url& url, const ClientOptions& options) {
-  if (!url.endpoints.empty() && !(url.endpoints.size() == 1 && url.endpoints[0].host == "localhost"))
-    return invalid("takes no host; write file:///absolute/dir");
-  if (url.user || url.password) return invalid("takes no user or password");
-  const std::string& dir = url.path;
-  if (dir.empty() || dir.front() != '/') return invalid("needs an absolute directory, e.g. file:///var/lib/myapp/locks");
-  if (dir == "/") return invalid("refusing to keep lock files in '/'");
-  // One trailing '/' is fine for a directory.
-  const std::string path = dir.back() == '/' ? dir.substr(0, dir.size() - 1) : dir;
-  if (!is_plain_absolute_path(path))
-    return invalid("directory '" + dir + "' must be a plain path without '.', '..' or empty segments");
-  bool sync = false;
-  for (const auto& [key, value] : url.query) {
-    if (key == "fsync") {
-      if (value == "1" || value == "true") sync = true;
-      else if (value == "0" || value == "false") sync = false;
-      else return invalid("fsync must be true or false (got '" + value + "')");
-    } else {
-      return invalid("unknown option '" + key + "' (known: fsync)");
-    }
-  }
+  auto config = parse_config(url, options);
+  if (!config) return config.status();
+  const std::string& path = config->dir;
   // Refuse a network file system before creating anything there.
   if (on_network_file_system(parent_dir(path)))
-    return invalid("'" + path + "' is on a network file system, where these locks are not reliable");
+    return invalid_url("'" + path + "' is on a network file system, where these locks are not reliable");
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-    if (errno == ENOENT) return invalid("the parent of '" + path + "' does not exist");
+    if (errno == ENOENT) return invalid_url("the parent of '" + path + "' does not exist");
     return os_error("creating '" + path + "'");
   }
   int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOTDIR || errno == ELOOP) return invalid("'" + path + "' is not a directory (or is a symlink)");
+    if (errno == ENOTDIR || errno == ELOOP) return invalid_url("'" + path + "' is not a directory (or is a symlink)");
     return os_error("opening '" + path + "'");
   }
   struct stat st {};
@@ -1008,9 +990,9 @@ Result<std::unique_ptr<Backend>> open_file_backend(const Url& url, const ClientO
     problem = "'" + path + "' is on a network file system, where these locks are not reliable";
   if (!problem.empty()) {
     ::close(fd);
-    return invalid(problem);
+    return invalid_url(problem);
   }
-  Directory directory{path, fd, sync, options.op_timeout, static_cast<std::int32_t>(::getpid())};
+  Directory directory{path, fd, config->sync, options.op_timeout, static_cast<std::int32_t>(::getpid())};
   return std::unique_ptr<Backend>(std::make_unique<FileBackend>(std::move(directory)));
 }
 

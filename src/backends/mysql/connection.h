@@ -5,6 +5,7 @@
 // byte for byte, nothing to escape).
 #pragma once
 
+#include "backends/mysql/config.h"
 #include "backends/sql/slot_pool.h"
 #include "core/driver.h"
 
@@ -18,17 +19,6 @@
 struct st_mysql;
 
 namespace dlock::detail::mysql {
-
-// Where and how to connect, and the URL for messages.
-struct ConnectInfo {
-  std::string host;
-  unsigned port = 3306;
-  std::string user, password, database;
-  // TLS settings passed to the client library (url option -> value).
-  std::vector<std::pair<std::string, std::string>> tls;
-  std::string redacted_url;
-  std::chrono::milliseconds op_timeout{};
-};
 
 class MyConnection final : public sql::PooledConnection {
  public:

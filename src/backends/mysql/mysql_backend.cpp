@@ -1,14 +1,5 @@
 // mysql:// — the lock table recipe (backends/sql) on MySQL or MariaDB,
-// through MariaDB Connector/C.
-//
-//   mysql://user[:password]@host[:port]/database[?option=value&...]
-//
-// Options: mode=table (the default: the lock table recipe, every
-// primitive) or mode=session (GET_LOCK, Mutex only: session_locks.h),
-// pool=4 and waiter_ttl=2s (sql/server_options.h), and the client library's TLS
-// settings passed through: ssl=1 (require TLS), ssl-ca, ssl-capath,
-// ssl-cert, ssl-key, ssl-crl (files that must be readable when the client
-// connects), ssl-cipher, tls-version, ssl-verify-server-cert=1.
+// through MariaDB Connector/C. The URL and its options: config.h.
 //
 // The database is made if it is missing and the user may create it;
 // dlock's tables likewise (else the error gives the DDL to run). Names are
@@ -28,6 +19,7 @@
 // A batch is one multi-statement text: an acquire is two round trips
 // (look, then take or queue), a release one. There is no NOTIFY: waiters
 // poll with backoff, each attempt keeping their place in the queue.
+#include "backends/mysql/config.h"
 #include "backends/mysql/connection.h"
 #include "backends/mysql/session_locks.h"
 #include "backends/mysql/spelling.h"
@@ -43,61 +35,6 @@ namespace dlock::detail {
 namespace {
 
 using namespace mysql;
-
-struct Config {
-  ConnectInfo connect;
-  bool session = false;  // mode=session: GET_LOCK (session_locks.h)
-  int pool = 4;
-  sql::TableConfig table;
-};
-
-Status invalid(const Url& url, std::string why) { return sql::invalid_url("mysql", url, std::move(why)); }
-
-bool tls_option(const std::string& key) {
-  for (const char* known : {"ssl", "ssl-ca", "ssl-capath", "ssl-cert", "ssl-key", "ssl-crl", "ssl-cipher",
-                            "tls-version", "ssl-verify-server-cert"})
-    if (key == known) return true;
-  return false;
-}
-
-Result<Config> parse_config(const Url& url, const ClientOptions& options) {
-  Config c;
-  c.table.op_timeout = options.op_timeout;
-  c.connect.op_timeout = options.op_timeout;
-  c.connect.redacted_url = url.redacted();
-  if (url.endpoints.empty()) return invalid(url, "needs a host, e.g. mysql://user@127.0.0.1:3306/mydb");
-  if (url.endpoints.size() > 1) return invalid(url, "takes one host (a MySQL server or a proxy in front of several)");
-  c.connect.host = url.endpoints[0].host;
-  c.connect.port = url.endpoints[0].port.value_or(3306);
-  if (url.path.size() < 2 || url.path.find('/', 1) != std::string::npos)
-    return invalid(url, "needs the database name as its path, e.g. mysql://user@host/mydb");
-  c.connect.database = url.path.substr(1);
-  if (c.connect.database.size() > 64 ||
-      c.connect.database.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$-") !=
-          std::string::npos)
-    return invalid(url, "database '" + c.connect.database + "' must be 1 to 64 letters, digits, '_', '$' or '-'");
-  c.connect.user = url.user.value_or("");
-  c.connect.password = url.password.value_or("");
-  for (const auto& [key, value] : url.query) {
-    auto common = sql::read_server_option("mysql", url, key, value, c.session, c.pool, c.table);
-    if (!common) return common.status();
-    if (*common) continue;
-    if (!tls_option(key))
-      return invalid(url, "unknown option '" + key +
-                              "' (known: mode, pool, waiter_ttl, ssl, ssl-ca, ssl-capath, ssl-cert, ssl-key, ssl-crl, "
-                              "ssl-cipher, tls-version, ssl-verify-server-cert)");
-    if ((key == "ssl" || key == "ssl-verify-server-cert") && value != "0" && value != "1")
-      return invalid(url, key + " '" + value + "' must be 0 or 1");
-    if (value.empty()) return invalid(url, key + " needs a value");
-    if (key == "ssl-ca" || key == "ssl-capath" || key == "ssl-cert" || key == "ssl-key" || key == "ssl-crl")
-      if (Status s = sql::check_tls_file("mysql", url, key, value); !s) return s;
-    c.connect.tls.emplace_back(key, value);
-  }
-  if (c.session && c.connect.database.size() > session_database_max)
-    return invalid(url, "mode=session takes a database name of at most " + std::to_string(session_database_max) +
-                            " characters (the server's lock names, dlock/<database>/<id>, are at most 64)");
-  return c;
-}
 
 // A first connection, into the database; made if missing and the user may.
 Result<std::unique_ptr<MyConnection>> first_connection(const ConnectInfo& info, steady::time_point deadline) {

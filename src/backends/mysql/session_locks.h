@@ -16,10 +16,6 @@ inline constexpr std::string_view session_schema =
     "CREATE TABLE IF NOT EXISTS dlock_session_keys (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
     "name VARBINARY(512) NOT NULL UNIQUE) ENGINE=InnoDB";
 
-// The longest database name session mode takes: the server's lock names
-// ("dlock/<database>/<id>") are at most 64 characters on MySQL.
-inline constexpr std::size_t session_database_max = 37;
-
 Result<std::unique_ptr<Backend>> make_session_backend(ConnectInfo info);
 
 }  // namespace dlock::detail::mysql

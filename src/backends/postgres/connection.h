@@ -3,6 +3,7 @@
 // and batches sent as one pipeline (one round trip per batch).
 #pragma once
 
+#include "backends/postgres/config.h"
 #include "backends/sql/slot_pool.h"
 #include "core/driver.h"
 
@@ -18,12 +19,6 @@ struct pg_conn;
 struct pg_result;
 
 namespace dlock::detail::postgres {
-
-// What libpq needs to connect (keyword, value), and the URL for messages.
-struct ConnectInfo {
-  std::vector<std::pair<std::string, std::string>> params;
-  std::string redacted_url;
-};
 
 class PgConnection final : public sql::PooledConnection {
  public:

@@ -1,18 +1,5 @@
 // postgres:// — the lock table recipe (backends/sql) on PostgreSQL, through
-// libpq.
-//
-//   postgres://user[:password]@host[:port][,host2[:port2]...]/database[?option=value&...]
-//
-// Options: mode=table (the default: the lock table recipe, every
-// primitive) or mode=session (advisory locks, Mutex only:
-// sql/session_locks.h), schema=NAME
-// (dlock's tables live there, made with it if missing; default: the user's
-// search_path), pool=4
-// (connections per client, 1..64: calls of different threads run on
-// different connections), waiter_ttl=2s (how long a dead waiter's queue
-// entry holds back a fair queue, 1s..1h), and libpq's TLS settings passed
-// through: sslmode, sslrootcert, sslcert, sslkey, sslcrl (files that must
-// be readable when the client connects).
+// libpq. The URL and its options: config.h.
 //
 // Clock: expires_at is the database server's clock (clock_timestamp()),
 // the one clock every client shares.
@@ -27,6 +14,7 @@
 // Batches are sent as one pipeline: an acquire is two round trips (look,
 // then take or queue), a release one. Wake-ups: NOTIFY to the waiter's
 // client, sent by the release's own statement (listener.h).
+#include "backends/postgres/config.h"
 #include "backends/postgres/connection.h"
 #include "backends/postgres/listener.h"
 #include "backends/postgres/session_locks.h"
@@ -35,7 +23,6 @@
 #include "backends/sql/slot_pool.h"
 #include "backends/sql/table_backend.h"
 #include "core/driver.h"
-#include "core/option_values.h"
 #include "core/url.h"
 
 #include <libpq-fe.h>
@@ -47,71 +34,6 @@ namespace dlock::detail {
 namespace {
 
 using namespace postgres;
-using std::chrono::milliseconds;
-
-
-struct Config {
-  ConnectInfo connect;
-  bool session = false;  // mode=session: advisory locks (session_locks.h)
-  std::string schema;  // empty: the user's search_path
-  int pool = 4;
-  sql::TableConfig table;
-};
-
-Status invalid(const Url& url, std::string why) { return sql::invalid_url("postgres", url, std::move(why)); }
-
-Result<Config> parse_config(const Url& url, const ClientOptions& options) {
-  Config c;
-  c.table.op_timeout = options.op_timeout;
-  c.connect.redacted_url = url.redacted();
-  if (url.endpoints.empty()) return invalid(url, "needs a host, e.g. postgres://user@127.0.0.1:5432/mydb");
-  if (url.path.size() < 2 || url.path.find('/', 1) != std::string::npos)
-    return invalid(url, "needs the database name as its path, e.g. postgres://user@host/mydb");
-  std::string hosts, ports;
-  for (const Endpoint& e : url.endpoints) {
-    hosts += (hosts.empty() ? "" : ",") + e.host;
-    ports += (ports.empty() ? "" : ",") + std::to_string(e.port.value_or(5432));
-  }
-  auto& p = c.connect.params;
-  p = {{"host", hosts}, {"port", ports}, {"dbname", url.path.substr(1)}, {"application_name", "dlock"},
-       {"client_encoding", "UTF8"}};
-  if (url.user) p.emplace_back("user", *url.user);
-  if (url.password) p.emplace_back("password", *url.password);
-  const auto op_ms = std::to_string(options.op_timeout.count());
-  std::string options_line = "-c lock_timeout=" + op_ms + " -c idle_in_transaction_session_timeout=" +
-                             std::to_string(2 * options.op_timeout.count());
-  for (const auto& [key, value] : url.query) {
-    auto common = sql::read_server_option("postgres", url, key, value, c.session, c.pool, c.table);
-    if (!common) return common.status();
-    if (*common) continue;
-    if (key == "schema") {
-      const bool plain = !value.empty() && value.size() <= 63 && !(value[0] >= '0' && value[0] <= '9') &&
-                         value.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
-      if (!plain)
-        return invalid(url, "schema '" + value +
-                                "' must be 1 to 63 lower-case letters, digits or '_', not starting with a digit");
-      c.schema = value;
-      options_line += " -c search_path=" + value;
-    } else if (key == "sslmode") {
-      p.emplace_back(key, value);
-    } else if (key == "sslrootcert" || key == "sslcert" || key == "sslkey" || key == "sslcrl") {
-      // Files, but for libpq's own words: sslrootcert=system (the
-      // system's CAs) and an OpenSSL engine's sslkey=ENGINE:KEY.
-      if (value.empty()) return invalid(url, key + " needs a value");
-      const bool named = (key == "sslrootcert" && value == "system") ||
-                         (key == "sslkey" && value.find(':') != std::string::npos && value[0] != '/');
-      if (!named)
-        if (Status s = sql::check_tls_file("postgres", url, key, value); !s) return s;
-      p.emplace_back(key, value);
-    } else {
-      return invalid(url, "unknown option '" + key +
-                              "' (known: mode, schema, pool, waiter_ttl, sslmode, sslrootcert, sslcert, sslkey, sslcrl)");
-    }
-  }
-  p.emplace_back("options", options_line);
-  return c;
-}
-
 // The tables, made if missing (by one client at a time: an advisory lock
 // orders concurrent first connections). A user without the right to
 // create them gets the DDL to run.

@@ -24,21 +24,21 @@ constexpr milliseconds pause{20};
 // The slot map is read again at most this often (a MOVED patches its slot at once).
 constexpr milliseconds refresh_every{100};
 
-std::string address(const Endpoint& e) { return e.host + ":" + std::to_string(e.port.value_or(6379)); }
+std::string address(const Endpoint& e) { return e.host + ":" + std::to_string(e.port.value_or(default_port)); }
 
 bool error_starts(const redisReply* r, std::string_view word) {
   return r && r->type == REDIS_REPLY_ERROR && std::string_view(r->str, r->len).starts_with(word);
 }
 
 bool same(const Endpoint& a, const Endpoint& b) {
-  return a.host == b.host && a.port.value_or(6379) == b.port.value_or(6379);
+  return a.host == b.host && a.port.value_or(default_port) == b.port.value_or(default_port);
 }
 
 // A connection's settings for one node: the URL's, at that address.
 Config config_for(const Config& base, const Endpoint& at) {
   Config c = base;
   c.host = at.host;
-  c.port = at.port.value_or(6379);
+  c.port = at.port.value_or(default_port);
   c.discovery = nullptr;
   c.seeds.clear();
   c.redacted_url = address(at) + " of " + base.redacted_url;

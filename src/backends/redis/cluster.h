@@ -32,7 +32,7 @@
 // holds in them there at once (revalidator.h).
 #pragma once
 
-#include "backends/redis/options.h"
+#include "backends/redis/config.h"
 #include "backends/redis/session.h"
 #include "backends/redis/subscriber.h"
 

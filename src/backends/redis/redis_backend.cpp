@@ -62,9 +62,9 @@
 // refused: their hash tag would be empty, and Redis Cluster would spread
 // their keys over several slots.
 #include "backends/redis/cluster.h"
+#include "backends/redis/config.h"
 #include "backends/redis/errors.h"
 #include "backends/redis/held_grants.h"
-#include "backends/redis/options.h"
 #include "backends/redis/revalidator.h"
 #include "backends/redis/sentinel.h"
 #include "backends/redis/session.h"

@@ -19,7 +19,7 @@ bool same(const Endpoint& a, const Endpoint& b) { return a.host == b.host && a.p
 Config sentinel_config(const Config& base, const Endpoint& sentinel) {
   Config c;
   c.host = sentinel.host;
-  c.port = sentinel.port.value_or(26379);
+  c.port = sentinel.port.value_or(default_sentinel_port);
   c.op_timeout = base.op_timeout;
   c.connect_timeout = base.connect_timeout;
   c.connections = 1;

@@ -25,7 +25,7 @@
 // had not reached the promoted replica (docs/backends.md).
 #pragma once
 
-#include "backends/redis/options.h"
+#include "backends/redis/config.h"
 #include "backends/redis/revalidator.h"
 #include "backends/redis/session.h"
 #include "backends/redis/subscriber.h"

@@ -224,7 +224,7 @@ Status Connection::connect(steady::time_point deadline) {
       made_at_epoch_ = config_.discovery->epoch();
       at_ = *found;
       host = found->host;
-      port = found->port.value_or(6379);
+      port = found->port.value_or(default_port);
       where += " (" + host + ":" + std::to_string(port) + ")";
     }
     auto address = numeric_address(host, connect_deadline, where);

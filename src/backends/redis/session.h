@@ -16,7 +16,7 @@
 // order, without any thread of the pool's own.
 #pragma once
 
-#include "backends/redis/options.h"
+#include "backends/redis/config.h"
 #include "backends/redis/scripts.h"
 #include "core/driver.h"
 

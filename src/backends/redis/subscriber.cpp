@@ -57,7 +57,7 @@ bool write_command(redisContext* c, std::initializer_list<std::string_view> word
   return true;
 }
 
-std::string address(const Endpoint& e) { return e.host + ":" + std::to_string(e.port.value_or(6379)); }
+std::string address(const Endpoint& e) { return e.host + ":" + std::to_string(e.port.value_or(default_port)); }
 
 }  // namespace
 

@@ -24,12 +24,13 @@
 // parent's Clients (refused: the connection checks its pid) nor open
 // sqlite:// Clients of its own while the parent has one open — exec first.
 #include "backends/sql/table_backend.h"
+#include "backends/sqlite/config.h"
 #include "backends/sqlite/errors.h"
 #include "backends/sqlite/pipe_wakeups.h"
+#include "backends/sqlite/spelling.h"
 #include "backends/sqlite/statement.h"
 #include "core/driver.h"
 #include "core/local_path.h"
-#include "core/url.h"
 
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -49,20 +50,6 @@ namespace {
 
 using namespace sqlite;
 using std::chrono::milliseconds;
-
-const sql::DialectSpelling spelling = {
-    .name = "sqlite",
-    .begin = "BEGIN IMMEDIATE",
-    // julianday('now') is the wall clock to the millisecond, the same for
-    // every use within one statement.
-    .now_ms = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
-    // Bytes, not LIKE (whose '%' and '_' are wildcards) nor substr on TEXT
-    // (which counts characters).
-    .starts_with = "substr(CAST(name AS BLOB), 1, length(CAST(?1 AS BLOB))) = CAST(?1 AS BLOB)",
-    .text_type = "TEXT",
-    .table_suffix = " WITHOUT ROWID",
-    .notify_heads = "",
-};
 
 using Database = std::unique_ptr<sqlite3, decltype([](sqlite3* db) { sqlite3_close_v2(db); })>;
 
@@ -247,26 +234,8 @@ Status start(Connection& conn, const sql::Dialect& dialect) {
   return conn.prepare(dialect);
 }
 
-Status invalid(std::string why) { return Status(errc::invalid_argument, "sqlite url: " + std::move(why)); }
-
 Status os_error(const std::string& step) {
   return Status(errc::unavailable, "sqlite backend: " + step + ": " + std::strerror(errno));
-}
-
-// The URL's checks, all before anything touches the file system: the
-// database file's path, or why the URL is refused.
-Result<std::string> database_path(const Url& url) {
-  if (!url.endpoints.empty()) return invalid("takes no host; write sqlite:///absolute/path.db (three slashes)");
-  if (url.user || url.password) return invalid("takes no user or password");
-  if (!url.query.empty()) return invalid("unknown option '" + url.query.begin()->first + "' (this backend takes none)");
-  const std::string& path = url.path;
-  if (path.empty() || path.front() != '/')
-    return invalid("needs an absolute path to the database file, e.g. sqlite:///var/lib/myapp/locks.db");
-  if (path.find('\0') != std::string::npos) return invalid("path contains a NUL byte");
-  if (path.back() == '/') return invalid("path '" + path + "' names a directory; it must name the database file");
-  if (!is_plain_absolute_path(path))
-    return invalid("path '" + path + "' must be a plain absolute path without '.', '..' or empty segments");
-  return path;
 }
 
 // The file system checks: read-only, so a refused URL still changes nothing.
@@ -274,52 +243,53 @@ Status check_location(const std::string& path) {
   const std::string parent = parent_dir(path);
   struct stat st {};
   if (::stat(parent.c_str(), &st) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return invalid("the parent directory '" + parent + "' does not exist");
+    if (errno == ENOENT || errno == ENOTDIR) return invalid_url("the parent directory '" + parent + "' does not exist");
     return os_error("inspecting '" + parent + "'");
   }
-  if (!S_ISDIR(st.st_mode)) return invalid("'" + parent + "' is not a directory");
+  if (!S_ISDIR(st.st_mode)) return invalid_url("'" + parent + "' is not a directory");
   if (on_network_file_system(parent))
-    return invalid("'" + parent + "' is on a network file system, where SQLite's locking (and WAL) is not reliable");
+    return invalid_url("'" + parent + "' is on a network file system, where SQLite's locking (and WAL) is not reliable");
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    return invalid("'" + path + "' exists and is not a regular file");
+    return invalid_url("'" + path + "' exists and is not a regular file");
   return {};
 }
 
 }  // namespace
 
 Result<std::unique_ptr<Backend>> open_sqlite_backend(const Url& url, const ClientOptions& options) {
-  auto path = database_path(url);
-  if (!path) return path.status();
-  if (Status s = check_location(*path); !s) return s;
+  auto config = parse_config(url, options);
+  if (!config) return config.status();
+  const std::string& path = config->path;
+  if (Status s = check_location(path); !s) return s;
   if (!sqlite3_threadsafe())
     return Status(errc::internal, "sqlite backend: this SQLite library was built without thread safety");
 
   // Create the file ourselves so it is 0600 (SQLite would make it 0644, and
   // gives its -wal and -shm files the database file's mode).
-  int fd = ::open(path->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd >= 0)
     ::close(fd);
   else if (errno != EEXIST)
-    return os_error("creating '" + *path + "'");
+    return os_error("creating '" + path + "'");
 
   sqlite3* raw = nullptr;
   // NOMUTEX: Connection's turns serialise the threads of a client (they
   // must anyway, to keep one thread's transaction from another's
   // statements). No SQLITE_OPEN_URI: the path is a file name, nothing else.
-  int rc = sqlite3_open_v2(path->c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
                            nullptr);
   Database db(raw);
-  if (rc != SQLITE_OK) return to_status(db.get(), rc, "opening '" + *path + "'");
+  if (rc != SQLITE_OK) return to_status(db.get(), rc, "opening '" + path + "'");
 
   static const auto dialect = std::make_shared<const sql::Dialect>(spelling);
   auto conn = std::make_unique<Connection>(std::move(db), options.op_timeout);
   if (Status s = start(*conn, *dialect); !s) return s;
-  sql::TableConfig config;
-  config.op_timeout = options.op_timeout;
-  config.holder_info = sql::this_process();
+  sql::TableConfig table;
+  table.op_timeout = options.op_timeout;
+  table.holder_info = sql::this_process();
   auto mailbox = std::make_shared<sql::Mailbox>();
-  return sql::make_table_backend(dialect, mailbox, std::move(config), [&](Events&) -> Result<sql::Parts> {
-    auto wakeups = PipeWakeups::open(*path, mailbox);
+  return sql::make_table_backend(dialect, mailbox, std::move(table), [&](Events&) -> Result<sql::Parts> {
+    auto wakeups = PipeWakeups::open(path, mailbox);
     if (!wakeups) return wakeups.status();
     return sql::Parts{std::move(conn), std::move(*wakeups)};
   });

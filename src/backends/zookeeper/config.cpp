@@ -1,6 +1,7 @@
 #include "backends/zookeeper/config.h"
 
 #include "core/duration.h"
+#include "core/option_values.h"
 #include "core/validate.h"
 
 namespace dlock::detail::zookeeper {
@@ -58,7 +59,7 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   for (const auto& e : url.endpoints) {
     if (!c.hosts.empty()) c.hosts += ",";
     c.hosts += (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) + ":" +
-               std::to_string(e.port.value_or(2181));
+               std::to_string(e.port.value_or(default_port));
   }
 
   if (!url.path.empty()) {
@@ -77,10 +78,8 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
 
   for (const auto& [key, value] : url.query) {
     if (key == "session_timeout") {
-      auto d = parse_duration(value, "session_timeout");
+      auto d = parse_duration_within(value, "session_timeout", std::chrono::seconds(1), std::chrono::minutes(10));
       if (!d) return invalid(c, d.status().message());
-      if (*d < std::chrono::seconds(1) || *d > std::chrono::minutes(10))
-        return invalid(c, "session_timeout '" + value + "' must be from 1s to 10m");
       c.session_timeout = *d;
     } else if (key == "lost_on") {
       if (value == "suspend") c.lost_on_suspend = true;

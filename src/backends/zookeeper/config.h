@@ -33,12 +33,16 @@
 #include "core/events.h"
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace dlock::detail::zookeeper {
+
+// Where a host named without a port listens.
+inline constexpr std::uint16_t default_port = 2181;
 
 struct Config {
   std::string hosts;  // "host:port,host:port" as the C client takes it

@@ -1,4 +1,5 @@
-#include "backends/redis/options.h"
+// config.cpp — reading a redis:// (and redis+unix, +sentinel, +cluster) URL (config.h).
+#include "backends/redis/config.h"
 
 #include "core/duration.h"
 #include "core/option_values.h"
@@ -73,7 +74,7 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   if (url.scheme == "redis+sentinel") {
     if (url.endpoints.empty())
       return invalid(c, "needs the sentinels, e.g. redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster");
-    auto sentinels = listed_once(c, url, 26379, "sentinel");
+    auto sentinels = listed_once(c, url, default_sentinel_port, "sentinel");
     if (!sentinels) return sentinels.status();
     c.sentinels = std::move(*sentinels);
     const std::string name = url.path.empty() ? std::string() : url.path.substr(1);
@@ -87,7 +88,7 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   } else if (url.scheme == "redis+cluster") {
     if (url.endpoints.empty())
       return invalid(c, "needs the seed nodes, e.g. redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002");
-    auto seeds = listed_once(c, url, 6379, "seed");
+    auto seeds = listed_once(c, url, default_port, "seed");
     if (!seeds) return seeds.status();
     c.seeds = std::move(*seeds);
     if (!url.path.empty() && url.path != "/")

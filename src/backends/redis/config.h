@@ -1,4 +1,4 @@
-// options.h — what a redis://, redis+unix://, redis+sentinel:// or redis+cluster:// URL asks
+// config.h — what a redis://, redis+unix://, redis+sentinel:// or redis+cluster:// URL asks
 // for, checked before any I/O.
 //
 //   redis://[user[:password]@]host[:port][/db][?option=value&...]
@@ -47,6 +47,10 @@
 
 namespace dlock::detail::redis {
 
+// Where a host named without a port listens.
+inline constexpr std::uint16_t default_port = 6379;
+inline constexpr std::uint16_t default_sentinel_port = 26379;
+
 class Connection;  // session.h
 
 // Where a connection goes when it is not simply host:port (redis+sentinel:
@@ -86,7 +90,7 @@ class Rotation final : public Discovery {
 struct Config {
   bool unix_socket = false;
   std::string host;          // TCP
-  int port = 6379;           // TCP
+  int port = default_port;   // TCP
   std::string socket_path;   // redis+unix
   std::optional<std::string> user;
   std::optional<std::string> password;
