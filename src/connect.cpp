@@ -9,9 +9,14 @@ namespace dlock {
 
 namespace detail {
 
-Result<std::unique_ptr<Backend>> open_backend(const Url& url, const ClientOptions& options) {
+const BackendEntry* find_backend(std::string_view scheme) {
   for (const auto& entry : registered_backends())
-    if (entry.scheme == url.scheme) return entry.open(url, options);
+    if (entry.scheme == scheme) return &entry;
+  return nullptr;
+}
+
+Result<std::unique_ptr<Backend>> open_backend(const Url& url, const ClientOptions& options) {
+  if (const BackendEntry* entry = find_backend(url.scheme)) return entry->open(url, options);
   std::string known;
   for (const auto& entry : registered_backends()) known += (known.empty() ? "" : ", ") + std::string(entry.scheme);
   return Status(errc::invalid_argument, "url: unknown scheme '" + url.scheme + "' (this build has: " + known + ")");

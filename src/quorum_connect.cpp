@@ -1,6 +1,6 @@
 // Making quorum clients: from clients, from URLs, and redlock:// (a quorum
 // of redis:// nodes). The quorum itself is core's (core/quorum_backend.h);
-// this file only turns URLs into nodes.
+// this file turns URLs into nodes, and tells which of them are one store.
 #include <dlock/quorum.h>
 
 #include "core/client_state.h"
@@ -10,10 +10,55 @@
 #include "core/registry.h"
 #include "core/validate.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <charconv>
+#include <set>
 
 namespace dlock {
 namespace {
+
+// The lowest address `host` resolves to: the same for every spelling of
+// one host (localhost's ::1 and 127.0.0.1 included), an IPv4 one first;
+// `host` itself if it does not resolve.
+std::string lowest_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || !found) return host;
+  std::set<std::string> addresses;
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw = a->ai_family == AF_INET
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    if (::inet_ntop(a->ai_family, raw, text, sizeof text)) addresses.insert(text);
+  }
+  ::freeaddrinfo(found);
+  for (const auto& a : addresses)
+    if (a.find(':') == std::string::npos) return a;
+  return addresses.empty() ? host : *addresses.begin();
+}
+
+// "family|address:port|..." of a network store (host names resolved,
+// default ports filled in, so redis://localhost and redis://127.0.0.1:6379
+// are one node), or "family|path" of a local one. Stores on one server
+// (redis databases, postgres schemas) are one node: they fail together.
+// The family and the default port are the registry's (core/registry.h).
+std::string node_identity(const detail::Url& url) {
+  const detail::BackendEntry* entry = detail::find_backend(url.scheme);
+  const std::string family(entry ? entry->family : std::string_view(url.scheme));
+  if (url.endpoints.empty()) return family + "|" + url.path;
+  std::string out = family;
+  for (const detail::Endpoint& e : url.endpoints) {
+    std::uint16_t port = e.port.value_or(entry ? entry->default_port : 0);
+    out += "|" + lowest_address(e.host) + ":" + (port ? std::to_string(port) : std::string("-"));
+  }
+  return out;
+}
 
 // A client around a quorum backend over `nodes`.
 Result<std::shared_ptr<Client>> quorum_client(std::vector<detail::QuorumNode> nodes, const QuorumOptions& quorum,
@@ -30,13 +75,11 @@ Result<std::shared_ptr<Client>> quorum_client(std::vector<detail::QuorumNode> no
 
 // The node `url` names, opened (now and after a failure) with op_timeout = node_timeout.
 Result<detail::QuorumNode> url_node(const detail::Url& url, const QuorumOptions& quorum, const ClientOptions& options) {
-  auto identity = detail::node_identity(url);
-  if (!identity) return identity.status();
   ClientOptions node_options = options;
   node_options.op_timeout = quorum.node_timeout;
   detail::QuorumNode node;
   node.label = url.redacted();
-  node.identity = std::move(*identity);
+  node.identity = node_identity(url);
   node.open = [url, node_options] { return detail::open_backend(url, node_options); };
   return node;
 }
@@ -57,11 +100,9 @@ Result<std::shared_ptr<Client>> connect_quorum_checked(std::vector<std::shared_p
       return Status(errc::invalid_argument, "quorum: node " + std::to_string(i + 1) + " is a null client");
     auto url = detail::parse_url(clients[i]->url());
     if (!url) return url.status();
-    auto identity = detail::node_identity(*url);
-    if (!identity) return identity.status();
     detail::QuorumNode node;
     node.label = clients[i]->url();
-    node.identity = std::move(*identity);
+    node.identity = node_identity(*url);
     node.client = detail::state_of(*clients[i]);
     nodes.push_back(std::move(node));
   }

@@ -1,21 +1,15 @@
 #include "core/quorum_backend.h"
 
 #include "core/client_state.h"
-#include "core/thread_name.h"
+#include "core/node_worker.h"
 
-#include <netdb.h>
-#include <sys/socket.h>
-#include <arpa/inet.h>
 
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
-#include <thread>
 
 namespace dlock::detail {
 namespace {
@@ -29,105 +23,6 @@ constexpr milliseconds reopen_interval{1'000};
 // A node's lock is asked for without its queue and barging rules: no node
 // may hand the lock to a waiter on its own (each node could pick another).
 constexpr milliseconds no_barging_bound = std::chrono::hours(1);
-
-// One thread per node, running the node's calls in the order they were
-// posted (so a release is on its way before the same client's next attempt).
-class NodeWorker {
- public:
-  NodeWorker()
-      : thread_([this] {
-          name_this_thread("dlock-quorum");
-          run();
-        }) {}
-  ~NodeWorker() {
-    {
-      std::lock_guard lk(mu_);
-      stopping_ = true;
-    }
-    work_.notify_one();
-    thread_.join();  // what is queued still runs: every task is bounded by its own deadline
-  }
-  NodeWorker(const NodeWorker&) = delete;
-  NodeWorker& operator=(const NodeWorker&) = delete;
-
-  void post(std::function<void()> task) {
-    {
-      std::lock_guard lk(mu_);
-      queue_.push_back(std::move(task));
-    }
-    work_.notify_one();
-  }
-
-  // Lets the calling thread make the node's calls until unclaim(), if
-  // nothing is queued or running (so the node's calls keep their order);
-  // false if it could not. Tasks posted meanwhile wait for unclaim().
-  bool claim() {
-    std::lock_guard lk(mu_);
-    if (!queue_.empty() || running_) return false;
-    running_ = true;
-    return true;
-  }
-  void unclaim() {
-    {
-      std::lock_guard lk(mu_);
-      running_ = false;
-      if (queue_.empty()) idle_.notify_all();
-    }
-    work_.notify_one();  // something may have been queued meanwhile
-  }
-
-  // unclaim() when it goes, whatever happened meanwhile.
-  class Claimed {
-   public:
-    explicit Claimed(NodeWorker& worker) : worker_(worker) {}
-    ~Claimed() { worker_.unclaim(); }
-    Claimed(const Claimed&) = delete;
-    Claimed& operator=(const Claimed&) = delete;
-
-   private:
-    NodeWorker& worker_;
-  };
-
-  // Runs `task` on the calling thread instead, if it can claim the node.
-  bool run_here(const std::function<void()>& task) {
-    if (!claim()) return false;
-    Claimed claimed(*this);
-    task();
-    return true;
-  }
-
-  // Waits until nothing is queued or running, or `deadline`.
-  void wait_idle(steady::time_point deadline) {
-    std::unique_lock lk(mu_);
-    idle_.wait_until(lk, deadline, [&] { return queue_.empty() && !running_; });
-  }
-
- private:
-  void run() {
-    std::unique_lock lk(mu_);
-    for (;;) {
-      // A task run_here() runs goes first: the next one waits for it.
-      work_.wait(lk, [&] { return !running_ && (stopping_ || !queue_.empty()); });
-      if (queue_.empty()) return;
-      auto task = std::move(queue_.front());
-      queue_.pop_front();
-      running_ = true;
-      lk.unlock();
-      task();
-      task = nullptr;  // what it captured goes before the next task starts
-      lk.lock();
-      running_ = false;
-      if (queue_.empty()) idle_.notify_all();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable work_, idle_;
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
-  bool running_ = false;                     // guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
-  std::thread thread_;                       // last: starts once the rest exists
-};
 
 // One store of the quorum.
 struct Node {
@@ -705,57 +600,7 @@ class QuorumBackend final : public Backend, public LockDriver {
   std::vector<Node> nodes_;  // never resized: workers hold references
 };
 
-// Default ports of the network stores, for telling two spellings of one node apart.
-std::optional<std::uint16_t> default_port(std::string_view scheme) {
-  if (scheme == "redis" || scheme == "redlock") return 6379;
-  if (scheme == "postgres" || scheme == "postgresql") return 5432;
-  if (scheme == "mysql" || scheme == "mariadb") return 3306;
-  if (scheme == "zk") return 2181;
-  return std::nullopt;
-}
-
-// Schemes that name the same kind of store.
-std::string scheme_family(const std::string& scheme) {
-  if (scheme == "postgresql") return "postgres";
-  if (scheme == "mariadb") return "mysql";
-  return scheme;
-}
-
 }  // namespace
-
-Result<std::string> node_identity(const Url& url) {
-  const std::string family = scheme_family(url.scheme);
-  if (url.endpoints.empty()) return family + "|" + url.path;
-  std::string out = family;
-  for (const Endpoint& e : url.endpoints) {
-    const auto port = e.port ? e.port : default_port(url.scheme);
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    std::string address = e.host;
-    if (::getaddrinfo(e.host.c_str(), nullptr, &hints, &found) == 0 && found) {
-      // The lowest address the name resolves to: the same for every
-      // spelling of one host (localhost's ::1 and 127.0.0.1 included).
-      std::set<std::string> addresses;
-      for (addrinfo* a = found; a; a = a->ai_next) {
-        char text[INET6_ADDRSTRLEN] = {};
-        const void* raw = a->ai_family == AF_INET
-                              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
-                              : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
-        if (::inet_ntop(a->ai_family, raw, text, sizeof text)) addresses.insert(text);
-      }
-      ::freeaddrinfo(found);
-      std::string v4;
-      for (const auto& a : addresses)
-        if (a.find(':') == std::string::npos) { v4 = a; break; }
-      if (!v4.empty()) address = v4;
-      else if (!addresses.empty()) address = *addresses.begin();
-    }
-    out += "|" + address + ":" + (port ? std::to_string(*port) : std::string("-"));
-  }
-  return out;
-}
 
 Status validate(const QuorumOptions& options) {
   if (options.node_timeout <= milliseconds::zero())

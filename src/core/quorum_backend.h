@@ -25,19 +25,13 @@ class ClientState;
 struct QuorumNode {
   // For messages: the node's URL with its password hidden.
   std::string label;
-  // Who the node is, for refusing a node given twice: see node_identity().
+  // Who the node is, for refusing a node given twice (src/quorum_connect.cpp).
   std::string identity;
   // Opens the node's backend (again, after a failure). Empty when `client`
   // is given: the node is that client's backend.
   std::function<Result<std::unique_ptr<Backend>>()> open;
   std::shared_ptr<ClientState> client;
 };
-
-// "scheme-family|address|port" of a network store (host names resolved,
-// default ports filled in, so redis://localhost and redis://127.0.0.1:6379
-// are one node), or "scheme|path" of a local one. Stores on one server
-// (redis databases, postgres schemas) are one node: they fail together.
-Result<std::string> node_identity(const Url& url);
 
 // invalid_argument naming the field and the rule.
 Status validate(const QuorumOptions& options);
