@@ -1,36 +1,10 @@
-// Counter and Latch on redis:// (layout in redis_backend.cpp):
-//   <prefix>{<name>}:counter         hash  value (decimal int64), width ("4" or "8")
-//   <prefix>{<name>}:latch           hash  count
-//   <prefix>{<name>}:latch:watchers  zset  watcher entry -> deadline (server ms)
-// Both persist until deleted (as ZooKeeper's nodes do). Arithmetic is the
-// server's own 64-bit integer arithmetic (HINCRBY) or a string comparison,
-// never Lua's doubles. A count-down that reaches 0 sends one message to
-// each watcher, which is every waiter that can proceed.
+// counters.cpp — Counter and Latch on redis:// (counters.h).
+#include "backends/redis/counters.h"
+
 #include "backends/redis/errors.h"
-#include "backends/redis/store.h"
 #include "core/count_value.h"
-#include "core/owner_id.h"
 
 namespace dlock::detail::redis {
-
-std::string Store::watcher_key() const { return "w" + std::to_string(thread_ordinal()); }
-
-WatchSlot::WatchSlot(const Store& store, bool watch, std::string_view name, std::string tag)
-    : subscriber_(store.subscriber) {
-  if (!watch) return;
-  const std::string key = store.watcher_key();
-  slot_ = subscriber_.add(key, std::move(tag), store.channel(name));
-  entry_ = store.entry(*slot_);
-}
-
-WatchSlot::~WatchSlot() {
-  if (slot_) subscriber_.remove(slot_);
-}
-
-std::unique_ptr<Waiter> WatchSlot::take() {
-  if (!slot_) return nullptr;
-  return std::make_unique<EventWaiter>(subscriber_, std::move(slot_));
-}
 
 namespace {
 

@@ -61,8 +61,10 @@
 // wait_replicas narrows it, best effort). Names starting with '}' are
 // refused: their hash tag would be empty, and Redis Cluster would spread
 // their keys over several slots.
+#include "backends/redis/barrier.h"
 #include "backends/redis/cluster.h"
 #include "backends/redis/config.h"
+#include "backends/redis/counters.h"
 #include "backends/redis/errors.h"
 #include "backends/redis/held_grants.h"
 #include "backends/redis/revalidator.h"

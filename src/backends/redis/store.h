@@ -2,14 +2,11 @@
 // subscriber, the key layout, and the waiter that watches for one event.
 #pragma once
 
-#include "backends/redis/options.h"
+#include "backends/redis/config.h"
 #include "backends/redis/replies.h"
 #include "backends/redis/session.h"
 #include "backends/redis/subscriber.h"
-#include "core/barrier_driver.h"
-#include "core/counter_driver.h"
 #include "core/driver.h"
-#include "core/latch_driver.h"
 
 #include <hiredis.h>
 
@@ -91,10 +88,5 @@ inline Status unexpected(std::string_view step) {
 }
 
 inline std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()); }
-
-// Counter and Latch, Barrier (counters.cpp, barrier.cpp).
-std::unique_ptr<CounterDriver> make_counters(const Store& store);
-std::unique_ptr<LatchDriver> make_latches(const Store& store);
-std::unique_ptr<BarrierDriver> make_barriers(const Store& store);
 
 }  // namespace dlock::detail::redis

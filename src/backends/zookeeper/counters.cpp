@@ -1,4 +1,4 @@
-#include "backends/zookeeper/counter.h"
+#include "backends/zookeeper/counters.h"
 
 #include "backends/zookeeper/errors.h"
 
@@ -39,6 +39,27 @@ Result<bool> CountNodes::write_cell(const std::string& name, const CountCell& se
   if (made->rc == ZNODEEXISTS) return false;  // someone created it first
   if (Status s = to_status(made->rc, step, path); !s) return s;
   return true;
+}
+
+Result<LatchRead> Latches::read(const std::string& name, std::int64_t initial, bool watch,
+                                steady::time_point deadline) {
+  const std::string step = "reading latch '" + name + "'";
+  std::unique_ptr<SessionWaiter> waiter;
+  auto node = read_latch(nodes_, name, initial, deadline, step, [&] {
+    auto signal = watch ? std::make_shared<Signal>() : nullptr;
+    // Registered before the read, so a session change during it is not missed.
+    waiter = watch ? std::make_unique<SessionWaiter>(session_, signal) : nullptr;
+    return nodes_.read(name, deadline, step, signal);
+  });
+  if (!node) return node.status();
+  LatchRead read{node->value, nullptr};
+  if (node->value > 0) read.change = std::move(waiter);
+  return read;
+}
+
+Result<std::int64_t> Latches::count_down(const std::string& name, std::int64_t initial, std::int64_t n,
+                                         steady::time_point deadline) {
+  return count_down_latch(nodes_, name, initial, n, deadline);
 }
 
 }  // namespace dlock::detail::zookeeper

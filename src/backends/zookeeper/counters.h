@@ -1,4 +1,4 @@
-// counter.h — Counter and Latch on ZooKeeper: one persistent node whose data
+// counters.h — Counter and Latch on ZooKeeper: one persistent node whose data
 // is a count in one of Apache Curator's encodings, changed only by
 // compare-and-set on the node's version (the loops are core's:
 // core/cas_counters.h; this is the node's two remote steps).
@@ -14,11 +14,15 @@
 // Every change is read-then-set with the version read (zoo_aset): if anyone
 // wrote in between, ZooKeeper answers ZBADVERSION and we read again, so no
 // update is lost, until the call's deadline.
+//
+// A Latch is the remaining count in one such node, counted down by
+// compare-and-set, never below 0; waiters read it with a data watch and are
+// woken by the next change.
 #pragma once
 
 #include "backends/zookeeper/session.h"
-
 #include "core/cas_counters.h"
+#include "core/latch_driver.h"
 
 #include <memory>
 #include <string>
@@ -41,6 +45,19 @@ class CountNodes final : public CountCells {
 
  private:
   Session& session_;
+};
+
+class Latches final : public LatchDriver {
+ public:
+  explicit Latches(Session& session) : session_(session), nodes_(session) {}
+  Result<LatchRead> read(const std::string& name, std::int64_t initial, bool watch,
+                         steady::time_point deadline) override;
+  Result<std::int64_t> count_down(const std::string& name, std::int64_t initial, std::int64_t n,
+                                  steady::time_point deadline) override;
+
+ private:
+  Session& session_;
+  CountNodes nodes_;
 };
 
 }  // namespace dlock::detail::zookeeper
