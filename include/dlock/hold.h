@@ -43,7 +43,7 @@ namespace dlock {
 
 namespace detail {
 class ClientState;
-struct Hold;
+struct HeldLock;
 }  // namespace detail
 
 class Hold;
@@ -107,13 +107,13 @@ class Hold {
   friend class Mutex;
   friend class Semaphore;
   friend class Election;
-  Hold(std::shared_ptr<detail::ClientState> client, std::shared_ptr<detail::Hold> hold) noexcept;
+  Hold(std::shared_ptr<detail::ClientState> client, std::shared_ptr<detail::HeldLock> hold) noexcept;
   // A future for the acquisition `start` makes: a Hold (empty if a try_
   // form's deadline passed) or a dlock::Error.
   static std::future<Hold> future_of(const detail::AsyncStart& start);
 
   std::shared_ptr<detail::ClientState> client_;
-  std::shared_ptr<detail::Hold> hold_;
+  std::shared_ptr<detail::HeldLock> hold_;
 };
 
 namespace detail {

@@ -1,5 +1,5 @@
 // dlock::Hold: a hold of its own (not a thread's), as the async API gives
-// it — a detail::Hold the lease keeper renews, released through the client.
+// it — a detail::HeldLock the lease keeper renews, released through the client.
 #include <dlock/hold.h>
 
 #include "core/client_state.h"
@@ -9,7 +9,7 @@ namespace dlock {
 static_assert(std::is_nothrow_move_constructible_v<Hold>);
 static_assert(noexcept(std::declval<Hold&>().unlock()));
 
-Hold::Hold(std::shared_ptr<detail::ClientState> client, std::shared_ptr<detail::Hold> hold) noexcept
+Hold::Hold(std::shared_ptr<detail::ClientState> client, std::shared_ptr<detail::HeldLock> hold) noexcept
     : client_(std::move(client)), hold_(std::move(hold)) {}
 
 Hold& Hold::operator=(Hold&& other) noexcept {

@@ -33,13 +33,13 @@ struct Barrier::Member {
   Stage stage = Stage::out;
   std::string id;  // the driver's member id; set while entering and in
   // The entry's lease, kept by the lease keeper (BarrierDriver::leased_members).
-  std::shared_ptr<detail::Hold> lease;
+  std::shared_ptr<detail::HeldLock> lease;
 
   // Marks the member out, and (if `remove`) removes its entry from the
   // store: the one way out of every call that does not end in the barrier.
   void take_out(detail::ClientState& client, const std::string& name, bool remove) noexcept {
     std::string entry;
-    std::shared_ptr<detail::Hold> leased;
+    std::shared_ptr<detail::HeldLock> leased;
     {
       std::lock_guard lk(mu);
       entry = std::exchange(id, {});
@@ -132,7 +132,7 @@ bool Barrier::enter_until_steady(steady::time_point deadline) {
   OnExit take_out([&] { m.take_out(*client_, name_, entry_left); });
   const auto sent = steady::now();
   std::string id = driver(*client_).join(name_, options_.lease, op_deadline(*client_)).value();
-  std::shared_ptr<detail::Hold> lease;
+  std::shared_ptr<detail::HeldLock> lease;
   if (driver(*client_).leased_members()) {
     // The entry lives `lease` from when join was sent, unless renewed.
     detail::LockRequest request{name_, id, options_.lease, options_.lease_mode, false, detail::LockKind::member};

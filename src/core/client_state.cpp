@@ -142,9 +142,9 @@ void ClientState::acquire_async(LockRequest request, const MutexOptions& options
                 });
 }
 
-std::shared_ptr<Hold> ClientState::keep(LockRequest request, Grant grant, const MutexOptions& options) {
+std::shared_ptr<HeldLock> ClientState::keep(LockRequest request, Grant grant, const MutexOptions& options) {
   acquisitions_.fetch_add(1, std::memory_order_relaxed);
-  auto hold = std::make_shared<Hold>();
+  auto hold = std::make_shared<HeldLock>();
   hold->request = std::move(request);
   hold->grant = std::move(grant);
   hold->token = hold->grant.token;
@@ -159,7 +159,7 @@ std::shared_ptr<Hold> ClientState::keep(LockRequest request, Grant grant, const 
   hold->lost_counter = &leases_lost_;
   hold->events = &backend_->events();
   if (hold->grant.dropped.stop_possible()) {
-    Hold* h = hold.get();
+    HeldLock* h = hold.get();
     hold->on_dropped = std::make_unique<std::stop_callback<std::function<void()>>>(
         hold->grant.dropped, std::function<void()>([h] { h->mark_lost("the store dropped it (its session ended)"); }));
   }
@@ -169,7 +169,7 @@ std::shared_ptr<Hold> ClientState::keep(LockRequest request, Grant grant, const 
 
 Status ClientState::release(const std::string& name, LockKind kind, bool wait) noexcept {
   try {
-    std::shared_ptr<Hold> hold;
+    std::shared_ptr<HeldLock> hold;
     {
       std::lock_guard lk(mu_);
       auto it = holds_.find(Key{name, kind, thread_ordinal()});
@@ -199,7 +199,7 @@ void ClientState::account_release(const Status& s, LockKind kind, const std::str
   }
 }
 
-Status ClientState::let_go(Hold& hold, bool release, bool wait) noexcept {
+Status ClientState::let_go(HeldLock& hold, bool release, bool wait) noexcept {
   const std::string& name = hold.request.name;
   try {
     const bool was_lost = hold.lost.load() || hold.past_deadline();
@@ -240,7 +240,7 @@ SemaphoreDriver* ClientState::semaphores() {
 
 std::string ClientState::owner_for_this_thread() const { return detail::owner_for_this_thread(client_id_); }
 
-std::shared_ptr<Hold> ClientState::find(const std::string& name, LockKind kind) const {
+std::shared_ptr<HeldLock> ClientState::find(const std::string& name, LockKind kind) const {
   std::lock_guard lk(mu_);
   auto it = holds_.find(Key{name, kind, thread_ordinal()});
   return it == holds_.end() ? nullptr : it->second;

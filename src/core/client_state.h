@@ -10,7 +10,7 @@
 
 #include "core/async_acquirer.h"
 #include "core/driver.h"
-#include "core/hold.h"
+#include "core/held_lock.h"
 #include "core/lease_keeper.h"
 #include "core/semaphore_driver.h"
 
@@ -43,7 +43,7 @@ class ClientState : public std::enable_shared_from_this<ClientState> {
   // (LockDriver::release_async); it is counted and logged when it comes.
   Status release(const std::string& name, LockKind kind, bool wait = true) noexcept;
   // The calling thread's hold of `name` as `kind`, or nullptr.
-  std::shared_ptr<Hold> find(const std::string& name, LockKind kind) const;
+  std::shared_ptr<HeldLock> find(const std::string& name, LockKind kind) const;
   Status force_release(const std::string& name);
 
   // Acquires `request` (its owner is set here: one of its own, see
@@ -60,11 +60,11 @@ class ClientState : public std::enable_shared_from_this<ClientState> {
   // A hold that belongs to a handle rather than to a thread (a Semaphore
   // permit, a barrier member): not counted for reentrancy, kept alive by the
   // lease keeper (per `options`) until let_go().
-  std::shared_ptr<Hold> keep(LockRequest request, Grant grant, const MutexOptions& options);
+  std::shared_ptr<HeldLock> keep(LockRequest request, Grant grant, const MutexOptions& options);
   // Stops renewing `hold` and, if `release`, releases it in the store.
   // lock_lost if its lease had been lost before (the store's own error, if
   // any, in the message).
-  Status let_go(Hold& hold, bool release, bool wait = true) noexcept;
+  Status let_go(HeldLock& hold, bool release, bool wait = true) noexcept;
 
   // The backend's semaphores, or (Backend::supports_permits) core's, made of
   // permits; nullptr if it has neither.
@@ -93,7 +93,7 @@ class ClientState : public std::enable_shared_from_this<ClientState> {
   std::string scheme_;
   ClientOptions options_;
   mutable std::mutex mu_;
-  std::map<Key, std::shared_ptr<Hold>> holds_;  // guarded by mu_
+  std::map<Key, std::shared_ptr<HeldLock>> holds_;  // guarded by mu_
   std::atomic<std::uint64_t> acquisitions_{0};
   std::atomic<std::uint64_t> releases_{0};
   std::atomic<std::uint64_t> failed_releases_{0};

@@ -9,12 +9,12 @@ namespace {
 
 // When a renewal could not reach the store, try again this often (but at
 // least a few times before the lease runs out).
-std::chrono::milliseconds retry_after_failure(const Hold& h) {
+std::chrono::milliseconds retry_after_failure(const HeldLock& h) {
   return std::clamp(h.renew_every / 4, std::chrono::milliseconds(1), std::chrono::milliseconds(500));
 }
 
 // When the keeper must look at this hold next.
-steady::time_point due_at(const Hold& h) {
+steady::time_point due_at(const HeldLock& h) {
   if (h.request.mode == LeaseMode::fixed) return h.lease_end();
   return std::min(h.next_renewal, h.lease_end());
 }
@@ -22,7 +22,7 @@ steady::time_point due_at(const Hold& h) {
 // Watchdog leases due within half an interval are renewed with the batch
 // that is due now: after one period every lease of the client shares one
 // schedule, so renewals cost one round trip per period, not one per lease.
-std::chrono::milliseconds early_by(const Hold& h) {
+std::chrono::milliseconds early_by(const HeldLock& h) {
   return h.request.mode == LeaseMode::watchdog ? h.renew_every / 2 : std::chrono::milliseconds::zero();
 }
 
@@ -42,19 +42,19 @@ LeaseKeeper::~LeaseKeeper() {
   thread_.join();
 }
 
-void LeaseKeeper::add(std::shared_ptr<Hold> hold) {
+void LeaseKeeper::add(std::shared_ptr<HeldLock> hold) {
   bool wake;
   {
     std::lock_guard lk(mu_);
     wake = due_at(*hold) < wakes_at_;
     hold->in_keeper = true;
-    const Hold* key = hold.get();
+    const HeldLock* key = hold.get();
     holds_.emplace(key, std::move(hold));
   }
   if (wake) cv_.notify_all();
 }
 
-void LeaseKeeper::remove(Hold* hold) {
+void LeaseKeeper::remove(HeldLock* hold) {
   std::lock_guard lk(mu_);
   hold->in_keeper = false;
   holds_.erase(hold);
@@ -80,7 +80,7 @@ void LeaseKeeper::run() {
       continue;  // re-scan: holds may have come or gone
     }
     auto now = steady::now();
-    std::vector<std::shared_ptr<Hold>> due;
+    std::vector<std::shared_ptr<HeldLock>> due;
     for (const auto& [key, h] : holds_)
       if (!h->lost.load() && due_at(*h) <= now + early_by(*h)) due.push_back(h);
     lk.unlock();
@@ -89,16 +89,16 @@ void LeaseKeeper::run() {
   }
 }
 
-void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
+void LeaseKeeper::renew_due(std::vector<std::shared_ptr<HeldLock>>& due) {
   // Each hold in the batch is marked `renewing` (under its own mutex, for a
   // moment): release() waits for that flag to drop before it marks the hold
   // released, so no renewal is sent after a release, and no hold's mutex is
   // held across the round trip (a batch may hold thousands).
   std::vector<Renewal> batch;
-  std::vector<Hold*> batched;
+  std::vector<HeldLock*> batched;
   // Marked lost only after every lock is dropped: stop callbacks may call
   // back into the client.
-  std::vector<std::pair<Hold*, std::string>> to_lose;
+  std::vector<std::pair<HeldLock*, std::string>> to_lose;
   const auto now = steady::now();
   for (auto& h : due) {
     std::lock_guard g(h->mu);
@@ -124,7 +124,7 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
       std::lock_guard lk(mu_);
       ++counters_.batches;
       for (std::size_t i = 0; i < batch.size(); ++i) {
-        Hold& h = *batched[i];
+        HeldLock& h = *batched[i];
         const Status& s = batch[i].outcome;
         h.set_lease_end(h.grant.valid_until);
         if (s.ok()) {
@@ -149,7 +149,7 @@ void LeaseKeeper::renew_due(std::vector<std::shared_ptr<Hold>>& due) {
         }
       }
     }
-    for (Hold* h : batched) {
+    for (HeldLock* h : batched) {
       {
         std::lock_guard g(h->mu);
         h->renewing = false;

@@ -11,7 +11,7 @@
 #pragma once
 
 #include "core/driver.h"
-#include "core/hold.h"
+#include "core/held_lock.h"
 
 #include <condition_variable>
 #include <memory>
@@ -29,11 +29,11 @@ class LeaseKeeper {
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
-  void add(std::shared_ptr<Hold> hold);
+  void add(std::shared_ptr<HeldLock> hold);
   // After remove() returns the keeper starts no renewal of `hold`. One
-  // already in flight has hold->renewing set; Hold::stop_renewals() (as
+  // already in flight has hold->renewing set; HeldLock::stop_renewals() (as
   // ClientState::release calls) waits for it and excludes later ones.
-  void remove(Hold* hold);
+  void remove(HeldLock* hold);
 
   struct Counters {
     std::uint64_t renewals = 0;  // leases extended
@@ -44,12 +44,12 @@ class LeaseKeeper {
 
  private:
   void run();
-  void renew_due(std::vector<std::shared_ptr<Hold>>& due);
+  void renew_due(std::vector<std::shared_ptr<HeldLock>>& due);
 
   LockDriver& driver_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::unordered_map<const Hold*, std::shared_ptr<Hold>> holds_;  // guarded by mu_
+  std::unordered_map<const HeldLock*, std::shared_ptr<HeldLock>> holds_;  // guarded by mu_
   bool stopping_ = false;                     // guarded by mu_
   // When the thread will next wake by itself; add() wakes it only for a
   // hold due earlier, so an acquire costs no context switch.

@@ -11,8 +11,8 @@ namespace {
 // What a permit taken this way keeps: the hold the lease keeper renews.
 class LeasedPermit final : public GrantState {
  public:
-  explicit LeasedPermit(std::shared_ptr<Hold> held) : hold(std::move(held)) {}
-  std::shared_ptr<Hold> hold;
+  explicit LeasedPermit(std::shared_ptr<HeldLock> held) : hold(std::move(held)) {}
+  std::shared_ptr<HeldLock> hold;
 };
 
 class PermitSemaphores final : public SemaphoreDriver {

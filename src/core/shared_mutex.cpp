@@ -33,7 +33,7 @@ Status SharedMutex::unlock_shared_checked() noexcept { return client_->release(n
 
 namespace {
 // The calling thread's hold of a shared mutex: write if it has one, else read.
-std::shared_ptr<detail::Hold> either(const detail::ClientState& client, const std::string& name) {
+std::shared_ptr<detail::HeldLock> either(const detail::ClientState& client, const std::string& name) {
   auto hold = client.find(name, LockKind::write);
   return hold ? hold : client.find(name, LockKind::read);
 }

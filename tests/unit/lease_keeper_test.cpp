@@ -75,9 +75,9 @@ class ScriptedDriver final : public LockDriver {
 };
 
 // A hold as ClientState makes it right after a grant.
-std::shared_ptr<Hold> make_hold(const std::string& name, std::chrono::milliseconds lease,
+std::shared_ptr<HeldLock> make_hold(const std::string& name, std::chrono::milliseconds lease,
                                 std::chrono::milliseconds renew_every, LeaseMode mode = LeaseMode::watchdog) {
-  auto h = std::make_shared<Hold>();
+  auto h = std::make_shared<HeldLock>();
   const auto now = steady::now();
   h->request = LockRequest{name, "owner-1", lease, mode};
   h->grant.token = 1;
@@ -90,7 +90,7 @@ std::shared_ptr<Hold> make_hold(const std::string& name, std::chrono::millisecon
 
 // Records when a hold's stop_token fired.
 struct LossWatch {
-  explicit LossWatch(const Hold& h)
+  explicit LossWatch(const HeldLock& h)
       : callback(h.stop.get_token(), [this] { at.store(steady::now().time_since_epoch().count()); }) {}
   bool fired() const { return at.load() != 0; }
   steady::time_point when() const { return steady::time_point(steady::duration(at.load())); }
@@ -160,7 +160,7 @@ TEST(LeaseKeeper, StaggeredLeasesConvergeOnOneBatch) {
   ScriptedDriver driver;
   LeaseKeeper keeper(driver);
   const auto every = scaled(200ms);
-  std::vector<std::shared_ptr<Hold>> holds;
+  std::vector<std::shared_ptr<HeldLock>> holds;
   for (int i = 0; i < 5; ++i) {
     holds.push_back(make_hold("h" + std::to_string(i), scaled(5000ms), every));
     keeper.add(holds.back());

@@ -1,4 +1,6 @@
-// hold.h — one lock held by one thread of this client.
+// held_lock.h — one lock held by one thread of this client (or by a
+// dlock::Hold of the async API), as core keeps it: its grant, hold count,
+// renewal state and loss.
 #pragma once
 
 #include "core/driver.h"
@@ -16,7 +18,7 @@
 
 namespace dlock::detail {
 
-struct Hold {
+struct HeldLock {
   LockRequest request;
   Grant grant;                          // guarded by mu
   std::uint64_t token = 0;              // grant.token, never changes: readable without mu
