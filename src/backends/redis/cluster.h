@@ -2,7 +2,7 @@
 // that serves each key's hash slot.
 //
 // The backend is redis:// with another way of sending its commands (a
-// Commands, session.h): every key of one lock shares the hash tag {<name>},
+// Commands, pool.h): every key of one lock shares the hash tag {<name>},
 // so each script runs on one master, and the ClusterRouter only picks it:
 //   - the slot map comes from CLUSTER SLOTS (on start, from the seeds);
 //   - a command answered MOVED goes again to the master named there, and
@@ -14,7 +14,7 @@
 //   - a connection to a master that fails makes the next call re-read the
 //     map, which then names the promoted replica (a failed call is not sent
 //     again: it may have run).
-// Each master has its own Pool (pipelined, session.h); a batch whose
+// Each master has its own Pool (pipelined, pool.h); a batch whose
 // commands go to several masters is split, one sub-batch per master, all
 // written before any reply is read (Pool::start, Pool::finish: the round
 // trips overlap), and its replies put back in order. Scripts are loaded on every master, and
@@ -33,7 +33,7 @@
 #pragma once
 
 #include "backends/redis/config.h"
-#include "backends/redis/session.h"
+#include "backends/redis/pool.h"
 #include "backends/redis/subscriber.h"
 
 #include <array>

@@ -51,7 +51,7 @@ namespace dlock::detail::redis {
 inline constexpr std::uint16_t default_port = 6379;
 inline constexpr std::uint16_t default_sentinel_port = 26379;
 
-class Connection;  // session.h
+class Connection;  // connection.h
 
 // Where a connection goes when it is not simply host:port (redis+sentinel:
 // sentinel.h). Called by connections from any thread.

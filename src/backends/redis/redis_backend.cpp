@@ -16,7 +16,7 @@
 //
 // Round trips: an uncontended acquire is one EVALSHA, a release one; a
 // renewal batch is one pipeline. Re-entry is core's. Calls from concurrent
-// threads share the connections by pipelining (session.h: Pool).
+// threads share the connections by pipelining (pool.h).
 //
 // Fencing tokens: every script that grants a hold issues
 //   token = max(server TIME in us, last_token + 1)
@@ -67,9 +67,9 @@
 #include "backends/redis/counters.h"
 #include "backends/redis/errors.h"
 #include "backends/redis/held_grants.h"
+#include "backends/redis/pool.h"
 #include "backends/redis/revalidator.h"
 #include "backends/redis/sentinel.h"
-#include "backends/redis/session.h"
 #include "backends/redis/store.h"
 #include "backends/redis/subscriber.h"
 #include "core/driver.h"

@@ -1,7 +1,9 @@
 #include "backends/redis/scripts.h"
 
+#include <array>
 #include <cctype>
 #include <iterator>
+#include <span>
 
 namespace dlock::detail::redis {
 namespace {
@@ -754,9 +756,55 @@ end
 return out
 )lua";
 
+// Every script: its name (for messages) and its parts (a family's prelude,
+// then its own body), in Script's order.
+struct Entry {
+  Script script;
+  std::string_view name;
+  std::array<std::string_view, 2> parts;  // an empty second part: none
+};
+
+constexpr Entry table[] = {
+    {Script::acquire, "acquire", {acquire}},
+    {Script::release, "release", {release}},
+    {Script::renew, "renew", {renew}},
+    {Script::leave, "leave", {leave}},
+    {Script::force_release, "force_release", {force_release}},
+    {Script::observe, "observe", {observe}},
+    {Script::rw_acquire, "rw_acquire", {rw_prelude, rw_acquire}},
+    {Script::rw_release, "rw_release", {rw_prelude, rw_release}},
+    {Script::rw_renew, "rw_renew", {rw_renew}},
+    {Script::rw_leave, "rw_leave", {rw_prelude, rw_leave}},
+    {Script::rw_force, "rw_force", {rw_prelude, rw_force}},
+    {Script::permit_acquire, "permit_acquire", {permit_acquire}},
+    {Script::permit_release, "permit_release", {permit_prelude, permit_release}},
+    {Script::permit_renew, "permit_renew", {permit_renew}},
+    {Script::permit_leave, "permit_leave", {permit_prelude, permit_leave}},
+    {Script::permit_force, "permit_force", {permit_prelude, permit_force}},
+    {Script::counter_store, "counter_store", {counter_prelude, counter_store}},
+    {Script::counter_add, "counter_add", {counter_prelude, counter_add}},
+    {Script::counter_cas, "counter_cas", {counter_prelude, counter_cas}},
+    {Script::latch_read, "latch_read", {latch_read}},
+    {Script::latch_count_down, "latch_count_down", {latch_count_down}},
+    {Script::barrier_join, "barrier_join", {barrier_join}},
+    {Script::barrier_enter, "barrier_enter", {barrier_prelude, barrier_enter}},
+    {Script::barrier_leave, "barrier_leave", {barrier_prelude, barrier_leave}},
+    {Script::barrier_remove, "barrier_remove", {barrier_prelude, barrier_remove}},
+    {Script::member_renew, "member_renew", {member_renew}},
+    {Script::revalidate, "revalidate", {revalidate}},
+};
+
+constexpr bool in_script_order() {
+  if (std::size(table) != script_count) return false;
+  for (std::size_t i = 0; i < std::size(table); ++i)
+    if (table[i].script != static_cast<Script>(i)) return false;
+  return true;
+}
+static_assert(in_script_order(), "one entry per Script, in the enum's order");
+
 // The parts of a script, after the helpers they call (directly or through
 // another helper).
-std::string text(std::initializer_list<std::string_view> parts) {
+std::string text(std::span<const std::string_view> parts) {
   std::string body;
   for (auto part : parts) body += part;
   constexpr std::size_t count = std::size(helpers);
@@ -783,46 +831,17 @@ std::string text(std::initializer_list<std::string_view> parts) {
 }  // namespace
 
 const std::string& script_text(Script script) {
-  static const std::array<std::string, script_count> texts = {
-      text({acquire}),
-      text({release}),
-      text({renew}),
-      text({leave}),
-      text({force_release}),
-      text({observe}),
-      text({rw_prelude, rw_acquire}),
-      text({rw_prelude, rw_release}),
-      text({rw_renew}),
-      text({rw_prelude, rw_leave}),
-      text({rw_prelude, rw_force}),
-      text({permit_acquire}),
-      text({permit_prelude, permit_release}),
-      text({permit_renew}),
-      text({permit_prelude, permit_leave}),
-      text({permit_prelude, permit_force}),
-      text({counter_prelude, counter_store}),
-      text({counter_prelude, counter_add}),
-      text({counter_prelude, counter_cas}),
-      text({latch_read}),
-      text({latch_count_down}),
-      text({barrier_join}),
-      text({barrier_prelude, barrier_enter}),
-      text({barrier_prelude, barrier_leave}),
-      text({barrier_prelude, barrier_remove}),
-      text({member_renew}),
-      text({revalidate}),
-  };
+  static const auto texts = [] {
+    std::array<std::string, script_count> out;
+    for (const Entry& e : table) {
+      const std::size_t parts = e.parts[1].empty() ? 1 : 2;
+      out[static_cast<std::size_t>(e.script)] = text(std::span(e.parts.data(), parts));
+    }
+    return out;
+  }();
   return texts[static_cast<std::size_t>(script)];
 }
 
-std::string_view script_name(Script script) {
-  static constexpr std::array<std::string_view, script_count> names = {
-      "acquire",        "release",       "renew",        "leave",          "force_release",   "observe",
-      "rw_acquire",     "rw_release",    "rw_renew",     "rw_leave",       "rw_force",        "permit_acquire",
-      "permit_release", "permit_renew",  "permit_leave", "permit_force",   "counter_store",   "counter_add",
-      "counter_cas",    "latch_read",    "latch_count_down", "barrier_join", "barrier_enter", "barrier_leave",
-      "barrier_remove", "member_renew", "revalidate"};
-  return names[static_cast<std::size_t>(script)];
-}
+std::string_view script_name(Script script) { return table[static_cast<std::size_t>(script)].name; }
 
 }  // namespace dlock::detail::redis

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -55,18 +56,17 @@ enum class Script {
   // After a failover (redis+sentinel): 3 KEYS per hold (its family's first
   // three; a mutex's lock key thrice), ARGV kind, owner, token per hold;
   // changes nothing. A list of 1 (still ours) or 0 (gone), in order.
-  revalidate,
+  revalidate,  // the last (script_count)
 };
-inline constexpr std::size_t script_count = 27;
+// revalidate is the last.
+inline constexpr std::size_t script_count = static_cast<std::size_t>(Script::revalidate) + 1;
 
-inline constexpr std::array<Script, script_count> all_scripts = {
-    Script::acquire,        Script::release,       Script::renew,          Script::leave,
-    Script::force_release,  Script::observe,       Script::rw_acquire,     Script::rw_release,
-    Script::rw_renew,       Script::rw_leave,      Script::rw_force,       Script::permit_acquire,
-    Script::permit_release, Script::permit_renew,  Script::permit_leave,   Script::permit_force,
-    Script::counter_store,  Script::counter_add,   Script::counter_cas,    Script::latch_read,
-    Script::latch_count_down, Script::barrier_join, Script::barrier_enter, Script::barrier_leave,
-    Script::barrier_remove, Script::member_renew, Script::revalidate};
+// Every script, in order.
+inline constexpr std::array<Script, script_count> all_scripts = [] {
+  std::array<Script, script_count> out{};
+  for (std::size_t i = 0; i < script_count; ++i) out[i] = static_cast<Script>(i);
+  return out;
+}();
 
 // The Lua source of a script.
 const std::string& script_text(Script script);

@@ -26,8 +26,8 @@
 #pragma once
 
 #include "backends/redis/config.h"
+#include "backends/redis/connection.h"
 #include "backends/redis/revalidator.h"
-#include "backends/redis/session.h"
 #include "backends/redis/subscriber.h"
 
 #include <atomic>

@@ -3,8 +3,8 @@
 #pragma once
 
 #include "backends/redis/config.h"
+#include "backends/redis/pool.h"
 #include "backends/redis/replies.h"
-#include "backends/redis/session.h"
 #include "backends/redis/subscriber.h"
 #include "core/driver.h"
 

@@ -28,7 +28,7 @@
 // channels it serves, not the other masters' links or wake-ups.
 #pragma once
 
-#include "backends/redis/session.h"
+#include "backends/redis/connection.h"
 
 #include <atomic>
 #include <condition_variable>
