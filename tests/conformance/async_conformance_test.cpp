@@ -3,8 +3,7 @@
 // fencing-checking resource sees it, in one process and across processes;
 // cancelling leaves no queue entry behind; destroying the client ends what
 // is pending, and no completion runs after it; bad input is refused.
-#include "backends_under_test.h"
-#include "child_process.h"
+#include "conformance_fixture.h"
 #include "fenced_resource.h"
 
 #include <dlock/dlock.h>
@@ -35,16 +34,9 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-class AsyncConformance : public ::testing::TestWithParam<BackendUnderTest> {
+class AsyncConformance : public ConformanceFixture {
  protected:
-  std::string url() const { return GetParam().url(dir_.path()); }
-  std::string resource_path() const { return dir_.path() + "/resource"; }
-  std::string lock_name() const {
-    return std::string("async/") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  }
-  std::shared_ptr<Client> client() const { return dlock::connect(url()); }
-
-  TempDir dir_;
+  static std::string lock_name() { return name_in("async"); }
 };
 
 // `threads` threads each run `sections` critical sections on `resource`,

@@ -2,8 +2,7 @@
 // (BackendUnderTest::barrier), against the real store; plus the refusal on
 // every backend that doesn't. Members are separate clients (sessions), in
 // threads or in worker processes.
-#include "backends_under_test.h"
-#include "child_process.h"
+#include "conformance_fixture.h"
 #include "thrown.h"
 
 #include <dlock/dlock.h>
@@ -23,20 +22,13 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-class BarrierConformance : public ::testing::TestWithParam<BackendUnderTest> {
+class BarrierConformance : public ConformanceFixture {
  protected:
-  std::string url() const { return GetParam().url(dir_.path()); }
-  std::string name() const {
-    return std::string("barriers/") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  }
-  std::shared_ptr<Client> client() const { return dlock::connect(url()); }
+  static std::string name() { return name_in("barriers"); }
   // A member in a worker process (tests/support/worker.cpp, "barrier").
   std::unique_ptr<ChildProcess> worker_member(int parties) const {
-    return std::make_unique<ChildProcess>(
-        std::vector<std::string>{DLOCK_TEST_WORKER, "barrier", url(), name(), std::to_string(parties)});
+    return std::make_unique<ChildProcess>(worker({"barrier", url(), name(), std::to_string(parties)}));
   }
-
-  TempDir dir_;
 };
 
 // Starts `call` on a thread of its own; its future says when it returned.

@@ -1,8 +1,7 @@
 // Counter and Latch conformance: run on every backend that claims them
 // (BackendUnderTest::counters), against the real store; plus the refusal
 // on every backend that doesn't.
-#include "backends_under_test.h"
-#include "child_process.h"
+#include "conformance_fixture.h"
 #include "thrown.h"
 
 #include <dlock/dlock.h>
@@ -26,15 +25,9 @@ using steady = std::chrono::steady_clock;
 constexpr std::int64_t int32_max = std::numeric_limits<std::int32_t>::max();
 constexpr std::int64_t int32_min = std::numeric_limits<std::int32_t>::min();
 
-class CounterConformance : public ::testing::TestWithParam<BackendUnderTest> {
+class CounterConformance : public ConformanceFixture {
  protected:
-  std::string url() const { return GetParam().url(dir_.path()); }
-  std::string name() const {
-    return std::string("counters/") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  }
-  std::shared_ptr<Client> client() const { return dlock::connect(url()); }
-
-  TempDir dir_;
+  static std::string name() { return name_in("counters"); }
 };
 
 // Every backend: those without counters say so, before any remote call.

@@ -1,8 +1,7 @@
 // Elections, on every backend that claims them (and refused on the others).
 // Each test states a guarantee of election.h and checks it against the
 // real store.
-#include "backends_under_test.h"
-#include "child_process.h"
+#include "conformance_fixture.h"
 
 #include <dlock/dlock.h>
 
@@ -19,16 +18,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class ElectionConformance : public ::testing::TestWithParam<BackendUnderTest> {
+class ElectionConformance : public ConformanceFixture {
  protected:
-  std::shared_ptr<Client> client() const { return dlock::connect(GetParam().url(dir_.path())); }
-  std::string election_name() const {
-    return std::string("elections/") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  }
+  static std::string election_name() { return name_in("elections"); }
   // How long a candidate may take to notice that the one before it is gone.
-  std::chrono::milliseconds handoff() const { return scaled(10s); }
-
-  TempDir dir_;
+  static std::chrono::milliseconds handoff() { return scaled(10s); }
 };
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ElectionConformance);
 

@@ -1,7 +1,6 @@
 // MultiLock conformance: every backend (a MultiLock is core over Mutex).
 // Each test states a guarantee of multi_lock.h.
-#include "backends_under_test.h"
-#include "child_process.h"
+#include "conformance_fixture.h"
 #include "fenced_resource.h"
 #include "thrown.h"
 
@@ -20,15 +19,9 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-class MultiLockConformance : public ::testing::TestWithParam<BackendUnderTest> {
+class MultiLockConformance : public ConformanceFixture {
  protected:
-  std::string url() const { return GetParam().url(dir_.path()); }
-  std::string name(const std::string& suffix) const {
-    return std::string("multi/") + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "/" + suffix;
-  }
-  std::shared_ptr<Client> client() const { return dlock::connect(url()); }
-
-  TempDir dir_;
+  static std::string name(const std::string& suffix) { return name_in("multi") + "/" + suffix; }
 };
 
 // Whether another client can take `name` right now (and lets it go again).

@@ -1,8 +1,7 @@
 // Semaphore conformance: on every backend that claims it
 // (BackendUnderTest::semaphore), against the real store; plus the refusal on
 // every backend that doesn't. Each test states a guarantee of semaphore.h.
-#include "backends_under_test.h"
-#include "child_process.h"
+#include "conformance_fixture.h"
 #include "thrown.h"
 #include "fenced_resource.h"
 
@@ -24,15 +23,9 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-class SemaphoreConformance : public ::testing::TestWithParam<BackendUnderTest> {
+class SemaphoreConformance : public ConformanceFixture {
  protected:
-  std::string url() const { return GetParam().url(dir_.path()); }
-  std::string name() const {
-    return std::string("semaphores/") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  }
-  std::shared_ptr<Client> client() const { return dlock::connect(url()); }
-
-  TempDir dir_;
+  static std::string name() { return name_in("semaphores"); }
 };
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SemaphoreConformance);
 

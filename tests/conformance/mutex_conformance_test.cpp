@@ -1,9 +1,9 @@
-// The conformance suite: written once, run on every backend in
-// backends_under_test(). Each test states a guarantee of DESIGN.md and
-// checks it against the real store, with the fencing-checking resource as
-// the oracle for mutual exclusion.
-#include "backends_under_test.h"
-#include "child_process.h"
+// The Mutex (and SharedMutex) conformance suite: written once, run on every
+// backend in backends_under_test(). Each test states a guarantee of
+// docs/reliability.md ("What is guaranteed") and checks it against the real
+// store, with the fencing-checking resource as the oracle for mutual
+// exclusion.
+#include "conformance_fixture.h"
 #include "fenced_resource.h"
 
 #include <dlock/dlock.h>
@@ -25,21 +25,9 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-class Conformance : public ::testing::TestWithParam<BackendUnderTest> {
+class Conformance : public ConformanceFixture {
  protected:
-  std::string url() const { return GetParam().url(dir_.path()); }
-  std::string resource_path() const { return dir_.path() + "/resource"; }
-  std::string lock_name() const {
-    return std::string("conformance/") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  }
-  std::shared_ptr<Client> client() const { return dlock::connect(url()); }
-
-  std::vector<std::string> worker(std::vector<std::string> args) const {
-    args.insert(args.begin(), DLOCK_TEST_WORKER);
-    return args;
-  }
-
-  TempDir dir_;
+  static std::string lock_name() { return name_in("conformance"); }
 };
 
 // Runs `processes` hammer workers and returns the oracle's counts.
