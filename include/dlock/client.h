@@ -5,16 +5,11 @@
 // holds). The client and every Mutex made from it share that state; when
 // the last of them goes away, held locks are released and the thread ends.
 //
-// URLs:
-//   file:///abs/dir        lock files in a directory (one host; the default)
-//   sqlite:///abs/path.db  a lock table in an SQLite database (one host)
-//   redis://host:port      Lua scripts on one Redis server
-//   redis+sentinel://s1:p,s2:p,s3:p/master-name
-//                          the same on the master Redis Sentinel names, followed
-//                          through failovers (a failover can still lose a lock:
-//                          replication is asynchronous; see docs/backends.md)
-//   zk://h1:p,h2:p/root    ZooKeeper, Apache Curator's lock layout (interoperable)
-//   redlock://h1:p,...,h5:p  a majority of N independent Redis servers (dlock/quorum.h)
+// URLs: "<scheme>://…", one scheme (or a few) per store; dlock::backends()
+// lists those of this build, file:///abs/dir (one host, no server) being
+// the default. docs/backends.md gives each one's form and options, and in
+// its table "Primitives on each backend" which primitives each has: a
+// factory below throws unsupported for one its backend does not have.
 //
 // Thread-safety: a Client may be used from any number of threads.
 #pragma once
@@ -114,18 +109,21 @@ class Client {
 
   // A handle on the read-write lock `name` (not the same lock as mutex(name)).
   // Throws invalid_argument for a bad name or options, unsupported if the
-  // backend has no read-write lock (file://, zk:// and redis:// have one). No remote call.
+  // backend has no read-write lock (docs/backends.md, "Primitives on each
+  // backend"). No remote call.
   SharedMutex shared_mutex(std::string name, MutexOptions options = {});
 
   // A handle on the shared integer `name` (dlock/counter.h); `width` is
   // the encoding it is created with if the store has no such counter yet.
-  // Throws unsupported if the backend has none (file://, zk:// and redis://
-  // have counters), invalid_argument for a bad name. No remote call.
+  // Throws unsupported if the backend has none (docs/backends.md,
+  // "Primitives on each backend"), invalid_argument for a bad name. No
+  // remote call.
   Counter counter(std::string name, CounterWidth width = CounterWidth::int32);
 
   // Opens the latch `name` (dlock/latch.h), creating it with `count` if it
-  // does not exist yet. Throws unsupported if the backend has none (file://,
-  // zk:// and redis:// have latches), invalid_argument for a bad name or a count
+  // does not exist yet. Throws unsupported if the backend has none
+  // (docs/backends.md, "Primitives on each backend"), invalid_argument for
+  // a bad name or a count
   // outside 0..2^31 - 1, unavailable if
   // the store did not answer within op_timeout.
   Latch latch(std::string name, std::int64_t count);

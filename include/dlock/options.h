@@ -66,8 +66,9 @@ struct MutexOptions {
   // false: locking it again from the holding thread throws would_deadlock.
   bool reentrant = true;
   // true: waiters get the lock in the order they started waiting (FIFO), on
-  // backends that keep a queue (redis, file, sqlite, postgres; zk always);
-  // a newcomer never barges past them.
+  // backends that keep a queue (docs/backends.md, "Primitives on each
+  // backend"; zk:// and etcd:// are always in order); a newcomer never
+  // barges past them.
   // false: any waiter may win a release (faster under contention).
   // Backends without a queue refuse true with errc::unsupported.
   bool fair = false;
@@ -77,7 +78,7 @@ struct MutexOptions {
   // release. So no waiter waits much longer than this plus the holds
   // queued before it (Go's sync.Mutex starvation mode, across processes).
   // 0: always in order, as `fair`. Must be 0..1h. Backends that keep a
-  // queue honour it (redis, file, sqlite, postgres; zk is always in
+  // queue honour it (those with `fair`; zk:// and etcd:// are always in
   // order); how each hands over: docs/backends.md.
   std::chrono::milliseconds max_barging_wait{1};
 };
