@@ -38,6 +38,7 @@
 #include "backends/etcd/counters.h"
 #include "backends/etcd/errors.h"
 #include "backends/etcd/keys.h"
+#include "backends/etcd/replies.h"
 #include "backends/etcd/session.h"
 
 #include "core/pending_replies.h"
@@ -265,13 +266,15 @@ class EtcdBackend final : public Backend, public LockDriver {
       if (!c && q.per_lease) free_slot(request.name, request.owner);
       return r.status();
     }
-    std::int64_t revision = r->header().revision();
-    if (!r->succeeded()) {
-      const auto& mine = r->responses(0).response_range();
-      if (mine.kvs_size() == 0) return Status(errc::internal, "etcd: " + step + ": our key vanished inside a Txn");
-      revision = mine.kvs(0).create_revision();
+    auto read = read_acquire(*r, reads_predecessor, step);
+    if (!read) {
+      // Not trusted, so not known: our key may be there (doubtful, as after
+      // an unanswered delete), and the name is not ours.
+      if (!c && q.per_lease) free_slot(request.name, request.owner);
+      return read.status();
     }
-    const auto& first = r->responses(1).response_range();
+    const std::int64_t revision = read->revision;
+    const auto& first = *read->first;
     if (request.kind == LockKind::permit && first.kvs_size() > 0 && first.kvs(0).value() != q.value) {
       // The oldest permit out declares the count; ours differs.
       (void)delete_ours(key, revision, deadline, step);
@@ -300,10 +303,10 @@ class EtcdBackend final : public Backend, public LockDriver {
     c->key = key;
     c->lease = lease->id;
     c->revision = revision;
-    if (reads_predecessor && r->succeeded()) {
+    if (read->last_two) {
       // Ours was just made, so the Txn's read is as look_again's would be:
       // wait behind the key created last before it, without reading again.
-      const auto& last = r->responses(2).response_range();
+      const auto& last = *read->last_two;
       if (last.kvs_size() == 2 && last.kvs(0).create_revision() == revision)
         return wait_behind(*c, q, last.kvs(1), r->header().revision(), deadline, step);
     }
@@ -415,7 +418,9 @@ class EtcdBackend final : public Backend, public LockDriver {
       constexpr std::chrono::milliseconds room{200}, least{100};
       const auto deadline = std::min(sent + session_.config().op_timeout,
                                      due - sent > room + least ? due - room : sent + least);
-      auto read = session_.txn(t, deadline, "renewing locks");
+      auto reply = session_.txn(t, deadline, "renewing locks");
+      auto read = reply ? read_ranges(*reply, part.size(), "renewing locks")
+                        : Result<std::vector<const pb::RangeResponse*>>(reply.status());
       const steady::duration ttl = session_.lease_ttl();
       for (std::size_t i = 0; i < part.size(); ++i) {
         Renewal& r = part[i];
@@ -429,7 +434,7 @@ class EtcdBackend final : public Backend, public LockDriver {
                                                      session_.lease_deadline(g.lease)));
           continue;
         }
-        const auto& kvs = read->responses(static_cast<int>(i)).response_range().kvs();
+        const auto& kvs = (*read)[i]->kvs();
         const auto lease_until = session_.lease_deadline(g.lease);
         if (kvs.empty() || kvs[0].create_revision() != static_cast<std::int64_t>(r.grant->token) ||
             kvs[0].lease() != g.lease) {
@@ -621,7 +626,9 @@ class EtcdBackend final : public Backend, public LockDriver {
         q.room == 1 ? first_created(q.blockers, true, c.revision) : first_created(q.blockers, false, c.revision, q.room);
     auto r = session_.txn(t, deadline, step);
     if (!r) return r.status();
-    const auto& mine = r->responses(0).response_range();
+    auto read = read_queue(*r, step);
+    if (!read) return read.status();
+    const auto& mine = *read->mine;
     if (mine.kvs_size() == 0 || mine.kvs(0).create_revision() != c.revision) {
       // Our key is gone (deleted by someone, or with an expired lease):
       // take a new place at once.
@@ -629,7 +636,7 @@ class EtcdBackend final : public Backend, public LockDriver {
       c.signal->notify();
       return Attempt(Busy{});
     }
-    const auto& before = r->responses(1).response_range();
+    const auto& before = *read->before;
     if (before.kvs_size() < q.room)
       return grant(request, &c, q, c.revision, lease, sent, deadline, step);
     return wait_behind(c, q, before.kvs(0), r->header().revision(), deadline, step);
