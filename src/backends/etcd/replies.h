@@ -1,6 +1,11 @@
 // replies.h — what the recipes read out of a Txn's answer: which answer of
 // the taken branch holds what. A reply is one member's word; these readers
-// are where it is checked before it is trusted.
+// are where it is checked before it is trusted: it must have taken a branch
+// the Txn could take and hold one answer per operation of that branch, each
+// of the kind asked (a read's answer is a RangeResponse, not a put's). Any
+// other reply is errc::unavailable (errors.h malformed_reply), never read:
+// an empty read where a put's answer stands would be a lock granted. The
+// RangeResponses returned point into `reply`, which must outlive them.
 #pragma once
 
 #include <dlock/status.h>
