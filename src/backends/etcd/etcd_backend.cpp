@@ -9,6 +9,12 @@
 //                                               contender's lease; the key with
 //                                               the lowest create revision
 //                                               holds the lock
+//   <prefix>.paths/<escaped name>/<lease hex>   the same for a name with '/',
+//                                               escaped into one segment
+//                                               ('%' as %25, '/' as %2F), so
+//                                               that "a/b" is not inside the
+//                                               range of "a" (config.h
+//                                               name_range)
 //
 // Acquire: one Txn puts our key if it is absent and reads the first key by
 // create revision (one round trip when the lock is free). If ours is first
@@ -117,6 +123,8 @@ Result<bool> delete_if_created_at(Session& session, const std::string& key, std:
 //   permit           <prefix>.semaphore/<name>/<id>           the first N keys hold the N
 //                                                             permits; the value is N
 //
+// (<root>/<name>/ is config.h's name_range: a name with '/' is
+// <root>.paths/<escaped name>/, so no name's range holds another's keys.)
 // <id> is the lease (hex), '-', the owner: one key per owner, so that two
 // readers or two permits of one client are two keys. A mutex's key is per
 // lease (etcdctl's and Go's layout); within a client its owners take turns
@@ -512,35 +520,40 @@ class EtcdBackend final : public Backend, public LockDriver {
     };
     // (name, layout) -> its keys: a mutex and a semaphore of one name are two locks.
     std::map<std::pair<std::string, std::string>, std::vector<Entry>> locks;
+    // Each layout's keys are <root>/<name>/<id> for a name without '/', and
+    // <root>.paths/<escaped name>/<id> for one with '/' (config.h
+    // name_range); a read-write lock's have <read|write>/<id>.
     constexpr std::array<std::pair<std::string_view, int>, 3> layouts{{{"", 1}, {"rwlock", 2}, {"semaphore", 1}}};
     for (const auto& [layout, tail] : layouts) {
-      const std::string root =
-          layout.empty() ? session_.config().prefix + "/" : kind_root(session_.config(), layout);
-      pb::RangeRequest r;
-      r.set_key(root + std::string(prefix));
-      r.set_range_end(range_end(root + std::string(prefix)));
-      r.set_limit(100'000);
-      auto all = session_.range(r, deadline, step);
-      if (!all) return all.status();
-      for (const auto& kv : all->kvs()) {
-        // <root><name>/<id>, or for a read-write lock <root><name>/<read|write>/<id>
-        std::string_view rest = std::string_view(kv.key()).substr(root.size());
-        std::string_view segment;
-        int stripped = 0;
-        for (; stripped < tail; ++stripped) {
-          const auto slash = rest.rfind('/');
-          if (slash == std::string_view::npos) break;
-          segment = rest.substr(slash + 1);
-          rest = rest.substr(0, slash);
+      for (const bool paths : {false, true}) {
+        const auto first_segment = segment_prefix(prefix, paths);
+        if (!first_segment) continue;  // no name in this root starts with `prefix`
+        const std::string root = session_.config().prefix + (layout.empty() ? "" : "." + std::string(layout)) +
+                                 (paths ? ".paths/" : "/");
+        pb::RangeRequest r;
+        r.set_key(root + *first_segment);
+        r.set_range_end(range_end(root + *first_segment));
+        r.set_limit(100'000);
+        auto all = session_.range(r, deadline, step);
+        if (!all) return all.status();
+        for (const auto& kv : all->kvs()) {
+          // <segment>/<id>, or for a read-write lock <segment>/<read|write>/<id>: anything
+          // else is not a key of ours (e.g. etcdctl's lock on <root>/<name>/<more>).
+          const std::string_view rest = std::string_view(kv.key()).substr(root.size());
+          const auto slash = rest.find('/');
+          if (slash == std::string_view::npos) continue;
+          const std::string_view after = rest.substr(slash + 1);
+          if (std::count(after.begin(), after.end(), '/') != tail - 1) continue;
+          auto name = name_of_segment(rest.substr(0, slash), paths);
+          if (!name || !name->starts_with(prefix)) continue;
+          std::string kind = layout == "rwlock" ? std::string(after.substr(0, after.find('/')))
+                             : layout == "semaphore" ? "permit"
+                             : kv.value().empty()    ? "mutex"
+                                                     : "leader";
+          if (layout == "rwlock" && kind != "read" && kind != "write") continue;
+          locks[{std::move(*name), std::string(layout)}].push_back(
+              Entry{kv.create_revision(), kv.lease(), std::move(kind), kv.value()});
         }
-        if (stripped < tail || rest.empty()) continue;  // not a key of ours
-        std::string kind = layout == "rwlock" ? std::string(segment)
-                           : layout == "semaphore" ? "permit"
-                           : kv.value().empty()    ? "mutex"
-                                                   : "leader";
-        if (layout == "rwlock" && kind != "read" && kind != "write") continue;
-        locks[{std::string(rest), std::string(layout)}].push_back(
-            Entry{kv.create_revision(), kv.lease(), std::move(kind), kv.value()});
       }
     }
     std::vector<std::pair<std::string, Entry>> held;
