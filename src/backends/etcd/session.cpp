@@ -56,6 +56,10 @@ const grpc::Status& why(const grpc::Status& last, const std::optional<grpc::Stat
 
 }  // namespace
 
+steady::time_point lease_deadline_after(steady::time_point sent, std::int64_t ttl_said, std::int64_t /*ttl_asked*/) {
+  return sent + std::chrono::seconds(ttl_said) - drift(ttl_said);
+}
+
 void Signal::notify() {
   std::shared_ptr<std::function<void()>> callback;
   {
@@ -475,7 +479,7 @@ Result<Lease> Session::lease(steady::time_point deadline, std::string_view step)
     std::lock_guard lk(mu_);
     lease_id_ = granted->id();
     lease_ttl_ = granted->ttl();
-    lease_until_ = sent + std::chrono::seconds(lease_ttl_) - drift(lease_ttl_);
+    lease_until_ = lease_deadline_after(sent, lease_ttl_, config_.ttl.count());
     out = Lease{lease_id_, lease_dropped_.get_token()};
   }
   cv_.notify_all();  // the keeper has a lease to renew
@@ -557,7 +561,7 @@ void Session::keep_alive() {
         std::lock_guard lk(mu_);
         answered = true;
         if (response.id() == lease_id_)
-          lease_until_ = std::max(lease_until_, sent_at + std::chrono::seconds(response.ttl()) - drift(response.ttl()));
+          lease_until_ = std::max(lease_until_, lease_deadline_after(sent_at, response.ttl(), config_.ttl.count()));
       }
       // A member killed or restarted ends the stream at once: move on now,
       // not at the next keepalive (up to ttl/3 later, of a lease whose

@@ -207,6 +207,12 @@ class Session {
   std::vector<std::thread> watch_readers_;  // joined at close; at most one runs
 };
 
+// The local deadline of a lease whose grant or keepalive was sent at `sent`
+// and answered with `ttl_said` seconds (the lease was asked for with
+// `ttl_asked` seconds): the cluster restarts the TTL when it receives the
+// request, later than `sent`; less a margin for clock drift.
+steady::time_point lease_deadline_after(steady::time_point sent, std::int64_t ttl_said, std::int64_t ttl_asked);
+
 // Notified by one watch (Session::watch), which it cancels when it goes.
 class WatchWaiter final : public Waiter {
  public:
