@@ -574,7 +574,11 @@ class EtcdBackend final : public Backend, public LockDriver {
       if (lease == 0) continue;
       auto live = session_.time_to_live(lease, deadline, step);
       if (!live) return live.status();
-      if (live->ttl() > 0) left = std::chrono::seconds(live->ttl());
+      // Another client's lease may be longer than any of ours: what a
+      // member says is shown up to a year, and its figure can't overflow
+      // the conversion to milliseconds.
+      constexpr std::int64_t longest = 366LL * 24 * 3600;
+      if (live->ttl() > 0) left = std::chrono::seconds(std::min(live->ttl(), longest));
     }
     std::vector<LockInfo> out;
     for (const auto& [name, e] : held)

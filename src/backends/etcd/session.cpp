@@ -56,8 +56,10 @@ const grpc::Status& why(const grpc::Status& last, const std::optional<grpc::Stat
 
 }  // namespace
 
-steady::time_point lease_deadline_after(steady::time_point sent, std::int64_t ttl_said, std::int64_t /*ttl_asked*/) {
-  return sent + std::chrono::seconds(ttl_said) - drift(ttl_said);
+steady::time_point lease_deadline_after(steady::time_point sent, std::int64_t ttl_said, std::int64_t ttl_asked) {
+  const std::int64_t ttl = std::min(ttl_said, ttl_asked);
+  if (ttl <= 0) return sent;
+  return sent + std::chrono::seconds(ttl) - drift(ttl);
 }
 
 void Signal::notify() {
@@ -474,11 +476,15 @@ Result<Lease> Session::lease(steady::time_point deadline, std::string_view step)
   const auto sent = steady::now();
   auto granted = grant(config_.ttl.count(), deadline, step);
   if (!granted) return granted.status();
+  if (granted->ttl() <= 0 || granted->id() == 0)
+    return Status(errc::unavailable, "etcd: " + std::string(step) + ": the cluster granted lease " +
+                                         std::to_string(granted->id()) + " with a TTL of " +
+                                         std::to_string(granted->ttl()) + " s");
   Lease out;
   {
     std::lock_guard lk(mu_);
     lease_id_ = granted->id();
-    lease_ttl_ = granted->ttl();
+    lease_ttl_ = std::min(granted->ttl(), config_.ttl.count());
     lease_until_ = lease_deadline_after(sent, lease_ttl_, config_.ttl.count());
     out = Lease{lease_id_, lease_dropped_.get_token()};
   }

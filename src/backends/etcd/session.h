@@ -78,7 +78,8 @@ class Session {
   Result<Lease> lease(steady::time_point deadline, std::string_view step);
   // The lease's local deadline (see above); min() if it is not the live one.
   steady::time_point lease_deadline(std::int64_t id) const;
-  // The TTL the cluster granted the live lease.
+  // The TTL of the live lease: the cluster's grant, but no longer than
+  // Config::ttl (see lease_deadline_after).
   std::chrono::seconds lease_ttl() const;
 
   // Unary calls, failed over between members, each within `deadline`.
@@ -171,7 +172,7 @@ class Session {
   std::size_t current_ = 0;              // guarded by mu_: the member calls go to first
   std::string token_;                    // guarded by mu_: the auth token, empty without auth
   std::int64_t lease_id_ = 0;            // guarded by mu_: 0 = none live
-  std::int64_t lease_ttl_ = 0;           // guarded by mu_: seconds, as granted
+  std::int64_t lease_ttl_ = 0;           // guarded by mu_: seconds, as granted, at most Config::ttl
   steady::time_point lease_until_{};     // guarded by mu_: local deadline of lease_id_
   std::stop_source lease_dropped_;       // guarded by mu_
   // Leases this client gave up (lose_lease) that the cluster may still keep:
@@ -210,7 +211,10 @@ class Session {
 // The local deadline of a lease whose grant or keepalive was sent at `sent`
 // and answered with `ttl_said` seconds (the lease was asked for with
 // `ttl_asked` seconds): the cluster restarts the TTL when it receives the
-// request, later than `sent`; less a margin for clock drift.
+// request, later than `sent`; less a margin for clock drift. A member's
+// word is trusted up to what was asked and no further (a TTL beyond it, from
+// a faulty member, would keep locks valid here after the lease expired
+// there); 0 or less is a lease already gone (`sent`).
 steady::time_point lease_deadline_after(steady::time_point sent, std::int64_t ttl_said, std::int64_t ttl_asked);
 
 // Notified by one watch (Session::watch), which it cancels when it goes.
