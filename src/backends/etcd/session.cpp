@@ -116,13 +116,13 @@ Session::~Session() {
   // Every key on the lease goes with it: the client's locks are free at
   // once, not a TTL later.
   if (id != 0) (void)revoke(id, steady::now() + config_.op_timeout, "revoking the client's lease");
-  std::vector<std::thread> readers;
+  std::vector<WatchReader> readers;
   {
     std::lock_guard lk(watch_mu_);
     if (watch_context_) watch_context_->TryCancel();
     readers = std::move(watch_readers_);
   }
-  for (auto& t : readers) t.join();
+  for (auto& r : readers) r.thread.join();
 }
 
 Status Session::start() {
@@ -677,14 +677,23 @@ Result<std::int64_t> Session::open_watch(const std::string& key, const std::stri
                                          std::shared_ptr<std::promise<std::int64_t>> created) {
   std::lock_guard lk(watch_mu_);
   if (!watch_stream_) {
-    // Readers of streams that ended are joined when the session goes.
+    // The readers of streams that have ended have nothing left to do (their
+    // last step sets `ended`): joined now, each returns at once.
+    std::erase_if(watch_readers_, [](WatchReader& r) {
+      if (!r.ended->load()) return false;
+      r.thread.join();
+      return true;
+    });
     watch_context_ = std::make_shared<grpc::ClientContext>();
     prepare(*watch_context_, steady::time_point::max());
     watch_stream_ = watch_[current()]->Watch(watch_context_.get());
-    watch_readers_.emplace_back([this, c = watch_context_, s = watch_stream_] {
+    WatchReader reader;
+    reader.thread = std::thread([this, c = watch_context_, s = watch_stream_, ended = reader.ended] {
       name_this_thread("dlock-etcd-wch");
       read_watches(c, s);
+      ended->store(true);
     });
+    watch_readers_.push_back(std::move(reader));
   }
   const std::int64_t id = next_watch_id_++;
   pb::WatchRequest request;

@@ -22,6 +22,7 @@
 #include <etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -205,7 +206,14 @@ class Session {
   std::map<std::int64_t, std::shared_ptr<Signal>> watchers_;
   std::map<std::int64_t, std::shared_ptr<std::promise<std::int64_t>>> creations_;  // each watch's start revision, until it is made
   std::int64_t next_watch_id_ = 1;
-  std::vector<std::thread> watch_readers_;  // joined at close; at most one runs
+  // The watch streams' readers: at most one runs; one whose stream ended
+  // is joined when the next stream opens (or at close), so a stream that
+  // breaks again and again leaves no thread behind.
+  struct WatchReader {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> ended = std::make_shared<std::atomic<bool>>(false);
+  };
+  std::vector<WatchReader> watch_readers_;
 };
 
 // The local deadline of a lease whose grant or keepalive was sent at `sent`
