@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -352,6 +353,62 @@ TEST(EtcdFault, PartitionedHolderIsToldLostBeforeAnotherAcquires) {
   EXPECT_TRUE(other_wrote);
   EXPECT_FALSE(fenced.write(token, 3)) << "the lost holder's fenced write was accepted";
   EXPECT_EQ(held.unlock_checked().code(), errc::lock_lost);
+}
+
+// The thread stacks this process has mapped: glibc puts a guard page of
+// its own (one page, no access) below each. A thread that ended but was
+// never joined keeps its stack, so each one left unjoined is one more; a
+// joined thread's stack is kept for the next thread to reuse.
+int thread_stacks() {
+  std::ifstream maps("/proc/self/maps");
+  const unsigned long page = static_cast<unsigned long>(::sysconf(_SC_PAGESIZE));
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long start = 0, end = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &start, &end, perms) == 3 && std::string(perms) == "---p" &&
+        end - start == page)
+      ++n;
+  }
+  return n;
+}
+
+// A waiter's watch stream broken again and again (a proxy cuts every
+// connection): each break makes the waiter watch again on a new stream,
+// read by a new thread. The threads of the streams that ended are joined
+// as new ones start, not kept until the client closes, so what the process
+// maps stays bounded however often the stream breaks; and the waiter still
+// gets the lock.
+TEST(EtcdFault, BrokenWatchStreamsLeaveNoThreadsBehind) {
+  TempDir dir;
+  Etcd etcd(dir, 1);
+  ASSERT_TRUE(etcd.ok());
+  TcpProxy proxy(etcd.client_port());
+  const std::string path = "/fault?ttl=5s";
+  auto holder_client = connect(etcd.url() + path);
+  auto held = holder_client->mutex("jobs");
+  held.lock();
+  auto waiter_client = connect("etcd://127.0.0.1:" + std::to_string(proxy.port()) + path, {.op_timeout = 2s});
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    auto m = waiter_client->mutex("jobs");
+    if (!m.try_lock_for(scaled(120s))) return;
+    got = true;
+    m.unlock();
+  });
+  std::this_thread::sleep_for(scaled(1s));  // it waits, watching the holder's key
+  const int before = thread_stacks();
+  constexpr int breaks = 20;
+  for (int i = 0; i < breaks; ++i) {
+    proxy.cut();
+    std::this_thread::sleep_for(scaled(700ms));  // it reconnects and watches again
+  }
+  const int after = thread_stacks();
+  std::printf("thread stacks mapped: %d before %d breaks of the watch stream, %d after\n", before, breaks, after);
+  EXPECT_LT(after - before, breaks / 4) << "the readers of broken watch streams were left unjoined";
+  held.unlock();
+  waiter.join();
+  EXPECT_TRUE(got) << "the waiter never got the lock after its watch streams broke";
 }
 
 // A 3-member cluster: the leader is killed while a lock is held. The lease

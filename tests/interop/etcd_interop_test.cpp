@@ -230,5 +230,53 @@ TEST(EtcdInterop, OtherPrimitivesKeepTheirKeysBesideTheLocks) {
   EXPECT_EQ(etcdctl_output("get --prefix --keys-only '" + lock.prefix + ".'"), "") << "keys left behind";
 }
 
+// A name's range holds no other name's keys, for etcdctl too: dlock holding
+// "lock/nightly" keeps nobody out of `etcdctl lock <prefix>/lock`. A name
+// with '/' is one escaped segment under <prefix>.paths/ (docs/backends.md),
+// which etcdctl can name; a name without '/' keeps etcd's layout, '%' and
+// all.
+TEST(EtcdInterop, NamesBelowANameAreOtherLocksAndEtcdctlCanNameThem) {
+  TempDir dir;
+  SharedLock lock(dir);
+  auto client = dlock::connect(lock.dlock_url);
+  auto nested = client->mutex("lock/nightly");
+  nested.lock();
+  {
+    ChildProcess plain(etcdctl({"lock", lock.etcdctl_name, "--", "sh", "-c", "echo held"}));
+    auto line = plain.read_line(scaled(5s));
+    EXPECT_EQ(line, std::optional<std::string>("held"))
+        << "dlock's 'lock/nightly' kept `etcdctl lock " << lock.etcdctl_name << "` out";
+    EXPECT_EQ(plain.wait(scaled(5s)), std::optional<int>(0));
+  }
+  nested.unlock();
+
+  const std::string escaped = lock.prefix + ".paths/lock%2Fnightly";
+  {
+    ChildProcess holder(etcdctl({"lock", escaped}));
+    auto line = holder.read_line(scaled(10s));
+    ASSERT_TRUE(line && line->starts_with(escaped + "/")) << line.value_or("<nothing>");
+    auto same = client->mutex("lock/nightly");
+    EXPECT_FALSE(same.try_lock()) << "`etcdctl lock " << escaped << "` did not hold dlock's 'lock/nightly'";
+    auto other = client->mutex("lock%2Fnightly");
+    EXPECT_TRUE(other.try_lock()) << "'lock/nightly' held 'lock%2Fnightly' too";
+    if (other.held_by_current_thread()) other.unlock();
+    holder.signal(SIGTERM);
+    ASSERT_TRUE(holder.wait(scaled(5s)));
+  }
+  {
+    ChildProcess holder(etcdctl({"lock", lock.prefix + "/lock%2Fnightly"}));
+    auto line = holder.read_line(scaled(10s));
+    ASSERT_TRUE(line && line->starts_with(lock.prefix + "/lock%2Fnightly/")) << line.value_or("<nothing>");
+    auto same = client->mutex("lock%2Fnightly");
+    EXPECT_FALSE(same.try_lock()) << "`etcdctl lock " << lock.prefix << "/lock%2Fnightly` did not hold dlock's "
+                                  << "'lock%2Fnightly'";
+    auto other = client->mutex("lock/nightly");
+    EXPECT_TRUE(other.try_lock()) << "'lock%2Fnightly' held 'lock/nightly' too";
+    if (other.held_by_current_thread()) other.unlock();
+    holder.signal(SIGTERM);
+    ASSERT_TRUE(holder.wait(scaled(5s)));
+  }
+}
+
 }  // namespace
 }  // namespace dlock::test

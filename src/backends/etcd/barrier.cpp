@@ -1,6 +1,7 @@
 #include "backends/etcd/barrier.h"
 
 #include "backends/etcd/keys.h"
+#include "backends/etcd/replies.h"
 
 #include "core/owner_id.h"
 
@@ -42,19 +43,22 @@ Result<BarrierCheck> Barriers::entered(const std::string& name, const std::strin
   members->set_range_end(range_end(waiters(name)));
   members->set_count_only(true);
   *t.add_success()->mutable_request_range() = one_key(waiters(name) + member);
-  auto read = session_.txn(t, deadline, step);
+  auto reply = session_.txn(t, deadline, step);
+  if (!reply) return reply.status();
+  auto read = read_ranges(*reply, 3, step);
   if (!read) return read.status();
-  if (read->responses(0).response_range().kvs_size() > 0) return BarrierCheck{true, nullptr};
-  if (read->responses(2).response_range().kvs_size() == 0)
+  const pb::RangeResponse &is_open = *(*read)[0], &in = *(*read)[1], &ours = *(*read)[2];
+  if (is_open.kvs_size() > 0) return BarrierCheck{true, nullptr};
+  if (ours.kvs_size() == 0)
     return Status(errc::lock_lost, "barrier '" + name +
                                        "': our member key is gone (the client's lease ended while it waited to "
                                        "enter); this member is out: arrive again");
-  if (read->responses(1).response_range().count() < parties) {
+  if (in.count() < parties) {
     if (!watch) return BarrierCheck{false, nullptr};
     // `ready` put after our read wakes us.
     auto signal = std::make_shared<Signal>();
     auto id = session_.watch(
-        ready(name), "", false, signal, read->header().revision(),
+        ready(name), "", false, signal, reply->header().revision(),
         [&]() -> Result<bool> {
           auto now = session_.range(one_key(ready(name)), deadline, step);
           if (!now) return now.status();

@@ -7,6 +7,9 @@
 //                                            member's goes with its lease)
 //   <prefix>.barrier/<name>/ready            on no lease: the barrier is open
 //
+// (<prefix>.barrier/<name>/ is config.h's name_range: a name with '/' is
+// <prefix>.barrier.paths/<escaped name>/, so that the members of "a/waiters"
+// are not in the waiters/ range of "a".)
 // Enter: put our key; then one Txn reads `ready`, the number of members and
 // our key. Open if `ready` exists; else if at least `parties` members are
 // in, put `ready`, which wakes every other member (each watches `ready`

@@ -105,16 +105,62 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
   return c;
 }
 
-std::string lock_prefix(const Config& config, std::string_view name) {
-  return config.prefix + "/" + std::string(name) + "/";
+namespace {
+
+constexpr std::string_view paths_root = ".paths/";
+
+std::string escaped(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (char ch : name) {
+    if (ch == '%') out += "%25";
+    else if (ch == '/') out += "%2F";
+    else out += ch;
+  }
+  return out;
 }
+
+}  // namespace
+
+std::string name_range(std::string_view root, std::string_view name) {
+  if (name.find('/') == std::string_view::npos) return std::string(root) + "/" + std::string(name) + "/";
+  return std::string(root) + std::string(paths_root) + escaped(name) + "/";
+}
+
+std::optional<std::string> name_of_segment(std::string_view segment, bool paths) {
+  if (segment.empty() || segment.find('/') != std::string_view::npos) return std::nullopt;
+  if (!paths) return std::string(segment);
+  std::string name;
+  for (std::size_t i = 0; i < segment.size(); ++i) {
+    if (segment[i] != '%') {
+      name += segment[i];
+      continue;
+    }
+    const std::string_view code = segment.substr(i + 1, 2);
+    if (code == "25") name += '%';
+    else if (code == "2F") name += '/';
+    else return std::nullopt;
+    i += 2;
+  }
+  if (name.find('/') == std::string::npos) return std::nullopt;  // such a name lives in the plain root
+  return name;
+}
+
+std::optional<std::string> segment_prefix(std::string_view prefix, bool paths) {
+  if (!paths) return prefix.find('/') == std::string_view::npos ? std::optional<std::string>(prefix) : std::nullopt;
+  // Each character escapes on its own, so a name starts with `prefix`
+  // exactly when its escape starts with the escape of `prefix`.
+  return escaped(prefix);
+}
+
+std::string lock_prefix(const Config& config, std::string_view name) { return name_range(config.prefix, name); }
 
 std::string kind_root(const Config& config, std::string_view kind) {
   return config.prefix + "." + std::string(kind) + "/";
 }
 
 std::string kind_prefix(const Config& config, std::string_view kind, std::string_view name) {
-  return kind_root(config, kind) + std::string(name) + "/";
+  return name_range(config.prefix + "." + std::string(kind), name);
 }
 
 }  // namespace dlock::detail::etcd

@@ -12,12 +12,13 @@
 //
 // The hosts are members of one cluster (port 2379 if none is given); calls
 // go to one member and fail over to the next when it cannot be reached.
-// The prefix is where lock keys live: the lock "orders/42" is the key range
-// <prefix>/orders/42/..., one key per contender, the layout of etcd's
-// concurrency.Mutex (so `etcdctl lock <prefix>/orders/42` and a Go service's
-// Mutex on that name share the lock). No path means the prefix "dlock"; a
-// path "/x/y" means "x/y" (etcd keys have no leading '/': etcdctl's names
-// don't either).
+// The prefix is where lock keys live: the lock "orders" is the key range
+// <prefix>/orders/..., one key per contender, the layout of etcd's
+// concurrency.Mutex (so `etcdctl lock <prefix>/orders` and a Go service's
+// Mutex on that name share the lock). A name with '/' is one segment too,
+// escaped, under <prefix>.paths/ (name_range below), so that no name's
+// range holds another's. No path means the prefix "dlock"; a path "/x/y"
+// means "x/y" (etcd keys have no leading '/': etcdctl's names don't either).
 //
 // Options (anything else is refused, naming it):
 //   ttl=10s    the client's lease (its session), 2s..1h, whole seconds: every
@@ -64,14 +65,42 @@ struct Config {
 
 Result<Config> parse_config(const Url& url, const ClientOptions& options);
 
-// The key range of a lock's contenders: prefix + "/" + name + "/".
+// The key range of one name's keys under `root` (the prefix, or a kind's
+// root below), which holds no other name's keys:
+//
+//   a name without '/'   root + "/" + name + "/"                    etcd's layout: the range of
+//                                                                   `etcdctl lock <root>/<name>`
+//   a name with '/'      root + ".paths/" + escaped(name) + "/"     one segment: '%' is "%25",
+//                                                                   '/' is "%2F"
+//
+// The keys a recipe puts in a name's range end in a segment of their own
+// (a lease, an id): a name is never a part of another's key. As etcd names
+// them, "a" is the range a/, and "a/b" (a/b/) lies inside it: etcdctl's
+// Mutex on "a" waits behind one on "a/b". Here "a/b" is paths/a%2Fb/ and
+// "a%2Fb" is a%2Fb/: both stay out of a/ and out of each other's.
+std::string name_range(std::string_view root, std::string_view name);
+
+// The name whose range starts with `segment`, the first segment after
+// `root` + "/" (paths: after root + ".paths/"); nullopt if no name has that
+// segment there (a key dlock did not write: a name with '/' in the plain
+// root, a bad escape).
+std::optional<std::string> name_of_segment(std::string_view segment, bool paths);
+
+// The first segment of the names that start with `prefix` (to list them):
+// in the plain root only names without '/' can (nullopt if `prefix` has
+// one); under ".paths" every name has one, escaped as name_range does.
+std::optional<std::string> segment_prefix(std::string_view prefix, bool paths);
+
+// The key range of a lock's contenders: name_range(prefix, name).
 std::string lock_prefix(const Config& config, std::string_view name);
 
 // Where the keys of the primitives etcd has no tool for live, beside the
 // locks' range so that a Mutex and, say, a Semaphore of one name never
-// meet: prefix + "." + kind + "/" + name + "/" (kind: "rwlock",
-// "semaphore", "barrier"). Without the name: the root of that kind.
+// meet: name_range(prefix + "." + kind, name) (kind: "rwlock",
+// "semaphore", "barrier").
 std::string kind_prefix(const Config& config, std::string_view kind, std::string_view name);
+// prefix + "." + kind + "/": the root of the counters' and latches' keys
+// (<root><name>, one key per name, never read as a range).
 std::string kind_root(const Config& config, std::string_view kind);
 
 // A name segment ('/'-separated part of a lock name or of the prefix) etcd

@@ -67,4 +67,9 @@ Status to_status(const grpc::Status& status, std::string_view step, bool tls) {
   }
 }
 
+Status malformed_reply(std::string_view step, std::string_view what) {
+  return Status(errc::unavailable, "etcd: " + std::string(step) + ": a member's reply was malformed (" +
+                                       std::string(what) + "); nothing in it was trusted");
+}
+
 }  // namespace dlock::detail::etcd

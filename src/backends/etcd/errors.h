@@ -16,4 +16,10 @@ namespace dlock::detail::etcd {
 // failed handshakes are told as such. Success gives an ok Status.
 Status to_status(const grpc::Status& status, std::string_view step, bool tls);
 
+// A reply that is not an answer to what was asked (too few or too many
+// answers, one of another kind, a branch no compare could take): a faulty
+// member's, so nothing in it is trusted. errc::unavailable: the call may
+// be made again (and may reach another member). `what` says what is wrong.
+Status malformed_reply(std::string_view step, std::string_view what);
+
 }  // namespace dlock::detail::etcd

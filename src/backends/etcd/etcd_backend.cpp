@@ -9,6 +9,12 @@
 //                                               contender's lease; the key with
 //                                               the lowest create revision
 //                                               holds the lock
+//   <prefix>.paths/<escaped name>/<lease hex>   the same for a name with '/',
+//                                               escaped into one segment
+//                                               ('%' as %25, '/' as %2F), so
+//                                               that "a/b" is not inside the
+//                                               range of "a" (config.h
+//                                               name_range)
 //
 // Acquire: one Txn puts our key if it is absent and reads the first key by
 // create revision (one round trip when the lock is free). If ours is first
@@ -38,6 +44,7 @@
 #include "backends/etcd/counters.h"
 #include "backends/etcd/errors.h"
 #include "backends/etcd/keys.h"
+#include "backends/etcd/replies.h"
 #include "backends/etcd/session.h"
 
 #include "core/pending_replies.h"
@@ -116,6 +123,8 @@ Result<bool> delete_if_created_at(Session& session, const std::string& key, std:
 //   permit           <prefix>.semaphore/<name>/<id>           the first N keys hold the N
 //                                                             permits; the value is N
 //
+// (<root>/<name>/ is config.h's name_range: a name with '/' is
+// <root>.paths/<escaped name>/, so no name's range holds another's keys.)
 // <id> is the lease (hex), '-', the owner: one key per owner, so that two
 // readers or two permits of one client are two keys. A mutex's key is per
 // lease (etcdctl's and Go's layout); within a client its owners take turns
@@ -265,13 +274,15 @@ class EtcdBackend final : public Backend, public LockDriver {
       if (!c && q.per_lease) free_slot(request.name, request.owner);
       return r.status();
     }
-    std::int64_t revision = r->header().revision();
-    if (!r->succeeded()) {
-      const auto& mine = r->responses(0).response_range();
-      if (mine.kvs_size() == 0) return Status(errc::internal, "etcd: " + step + ": our key vanished inside a Txn");
-      revision = mine.kvs(0).create_revision();
+    auto read = read_acquire(*r, reads_predecessor, step);
+    if (!read) {
+      // Not trusted, so not known: our key may be there (doubtful, as after
+      // an unanswered delete), and the name is not ours.
+      if (!c && q.per_lease) free_slot(request.name, request.owner);
+      return read.status();
     }
-    const auto& first = r->responses(1).response_range();
+    const std::int64_t revision = read->revision;
+    const auto& first = *read->first;
     if (request.kind == LockKind::permit && first.kvs_size() > 0 && first.kvs(0).value() != q.value) {
       // The oldest permit out declares the count; ours differs.
       (void)delete_ours(key, revision, deadline, step);
@@ -300,10 +311,10 @@ class EtcdBackend final : public Backend, public LockDriver {
     c->key = key;
     c->lease = lease->id;
     c->revision = revision;
-    if (reads_predecessor && r->succeeded()) {
+    if (read->last_two) {
       // Ours was just made, so the Txn's read is as look_again's would be:
       // wait behind the key created last before it, without reading again.
-      const auto& last = r->responses(2).response_range();
+      const auto& last = *read->last_two;
       if (last.kvs_size() == 2 && last.kvs(0).create_revision() == revision)
         return wait_behind(*c, q, last.kvs(1), r->header().revision(), deadline, step);
     }
@@ -415,7 +426,9 @@ class EtcdBackend final : public Backend, public LockDriver {
       constexpr std::chrono::milliseconds room{200}, least{100};
       const auto deadline = std::min(sent + session_.config().op_timeout,
                                      due - sent > room + least ? due - room : sent + least);
-      auto read = session_.txn(t, deadline, "renewing locks");
+      auto reply = session_.txn(t, deadline, "renewing locks");
+      auto read = reply ? read_ranges(*reply, part.size(), "renewing locks")
+                        : Result<std::vector<const pb::RangeResponse*>>(reply.status());
       const steady::duration ttl = session_.lease_ttl();
       for (std::size_t i = 0; i < part.size(); ++i) {
         Renewal& r = part[i];
@@ -429,7 +442,7 @@ class EtcdBackend final : public Backend, public LockDriver {
                                                      session_.lease_deadline(g.lease)));
           continue;
         }
-        const auto& kvs = read->responses(static_cast<int>(i)).response_range().kvs();
+        const auto& kvs = (*read)[i]->kvs();
         const auto lease_until = session_.lease_deadline(g.lease);
         if (kvs.empty() || kvs[0].create_revision() != static_cast<std::int64_t>(r.grant->token) ||
             kvs[0].lease() != g.lease) {
@@ -507,35 +520,40 @@ class EtcdBackend final : public Backend, public LockDriver {
     };
     // (name, layout) -> its keys: a mutex and a semaphore of one name are two locks.
     std::map<std::pair<std::string, std::string>, std::vector<Entry>> locks;
+    // Each layout's keys are <root>/<name>/<id> for a name without '/', and
+    // <root>.paths/<escaped name>/<id> for one with '/' (config.h
+    // name_range); a read-write lock's have <read|write>/<id>.
     constexpr std::array<std::pair<std::string_view, int>, 3> layouts{{{"", 1}, {"rwlock", 2}, {"semaphore", 1}}};
     for (const auto& [layout, tail] : layouts) {
-      const std::string root =
-          layout.empty() ? session_.config().prefix + "/" : kind_root(session_.config(), layout);
-      pb::RangeRequest r;
-      r.set_key(root + std::string(prefix));
-      r.set_range_end(range_end(root + std::string(prefix)));
-      r.set_limit(100'000);
-      auto all = session_.range(r, deadline, step);
-      if (!all) return all.status();
-      for (const auto& kv : all->kvs()) {
-        // <root><name>/<id>, or for a read-write lock <root><name>/<read|write>/<id>
-        std::string_view rest = std::string_view(kv.key()).substr(root.size());
-        std::string_view segment;
-        int stripped = 0;
-        for (; stripped < tail; ++stripped) {
-          const auto slash = rest.rfind('/');
-          if (slash == std::string_view::npos) break;
-          segment = rest.substr(slash + 1);
-          rest = rest.substr(0, slash);
+      for (const bool paths : {false, true}) {
+        const auto first_segment = segment_prefix(prefix, paths);
+        if (!first_segment) continue;  // no name in this root starts with `prefix`
+        const std::string root = session_.config().prefix + (layout.empty() ? "" : "." + std::string(layout)) +
+                                 (paths ? ".paths/" : "/");
+        pb::RangeRequest r;
+        r.set_key(root + *first_segment);
+        r.set_range_end(range_end(root + *first_segment));
+        r.set_limit(100'000);
+        auto all = session_.range(r, deadline, step);
+        if (!all) return all.status();
+        for (const auto& kv : all->kvs()) {
+          // <segment>/<id>, or for a read-write lock <segment>/<read|write>/<id>: anything
+          // else is not a key of ours (e.g. etcdctl's lock on <root>/<name>/<more>).
+          const std::string_view rest = std::string_view(kv.key()).substr(root.size());
+          const auto slash = rest.find('/');
+          if (slash == std::string_view::npos) continue;
+          const std::string_view after = rest.substr(slash + 1);
+          if (std::count(after.begin(), after.end(), '/') != tail - 1) continue;
+          auto name = name_of_segment(rest.substr(0, slash), paths);
+          if (!name || !name->starts_with(prefix)) continue;
+          std::string kind = layout == "rwlock" ? std::string(after.substr(0, after.find('/')))
+                             : layout == "semaphore" ? "permit"
+                             : kv.value().empty()    ? "mutex"
+                                                     : "leader";
+          if (layout == "rwlock" && kind != "read" && kind != "write") continue;
+          locks[{std::move(*name), std::string(layout)}].push_back(
+              Entry{kv.create_revision(), kv.lease(), std::move(kind), kv.value()});
         }
-        if (stripped < tail || rest.empty()) continue;  // not a key of ours
-        std::string kind = layout == "rwlock" ? std::string(segment)
-                           : layout == "semaphore" ? "permit"
-                           : kv.value().empty()    ? "mutex"
-                                                   : "leader";
-        if (layout == "rwlock" && kind != "read" && kind != "write") continue;
-        locks[{std::string(rest), std::string(layout)}].push_back(
-            Entry{kv.create_revision(), kv.lease(), std::move(kind), kv.value()});
       }
     }
     std::vector<std::pair<std::string, Entry>> held;
@@ -556,7 +574,11 @@ class EtcdBackend final : public Backend, public LockDriver {
       if (lease == 0) continue;
       auto live = session_.time_to_live(lease, deadline, step);
       if (!live) return live.status();
-      if (live->ttl() > 0) left = std::chrono::seconds(live->ttl());
+      // Another client's lease may be longer than any of ours: what a
+      // member says is shown up to a year, and its figure can't overflow
+      // the conversion to milliseconds.
+      constexpr std::int64_t longest = 366LL * 24 * 3600;
+      if (live->ttl() > 0) left = std::chrono::seconds(std::min(live->ttl(), longest));
     }
     std::vector<LockInfo> out;
     for (const auto& [name, e] : held)
@@ -621,7 +643,9 @@ class EtcdBackend final : public Backend, public LockDriver {
         q.room == 1 ? first_created(q.blockers, true, c.revision) : first_created(q.blockers, false, c.revision, q.room);
     auto r = session_.txn(t, deadline, step);
     if (!r) return r.status();
-    const auto& mine = r->responses(0).response_range();
+    auto read = read_queue(*r, step);
+    if (!read) return read.status();
+    const auto& mine = *read->mine;
     if (mine.kvs_size() == 0 || mine.kvs(0).create_revision() != c.revision) {
       // Our key is gone (deleted by someone, or with an expired lease):
       // take a new place at once.
@@ -629,7 +653,7 @@ class EtcdBackend final : public Backend, public LockDriver {
       c.signal->notify();
       return Attempt(Busy{});
     }
-    const auto& before = r->responses(1).response_range();
+    const auto& before = *read->before;
     if (before.kvs_size() < q.room)
       return grant(request, &c, q, c.revision, lease, sent, deadline, step);
     return wait_behind(c, q, before.kvs(0), r->header().revision(), deadline, step);

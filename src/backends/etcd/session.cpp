@@ -56,6 +56,12 @@ const grpc::Status& why(const grpc::Status& last, const std::optional<grpc::Stat
 
 }  // namespace
 
+steady::time_point lease_deadline_after(steady::time_point sent, std::int64_t ttl_said, std::int64_t ttl_asked) {
+  const std::int64_t ttl = std::min(ttl_said, ttl_asked);
+  if (ttl <= 0) return sent;
+  return sent + std::chrono::seconds(ttl) - drift(ttl);
+}
+
 void Signal::notify() {
   std::shared_ptr<std::function<void()>> callback;
   {
@@ -110,13 +116,13 @@ Session::~Session() {
   // Every key on the lease goes with it: the client's locks are free at
   // once, not a TTL later.
   if (id != 0) (void)revoke(id, steady::now() + config_.op_timeout, "revoking the client's lease");
-  std::vector<std::thread> readers;
+  std::vector<WatchReader> readers;
   {
     std::lock_guard lk(watch_mu_);
     if (watch_context_) watch_context_->TryCancel();
     readers = std::move(watch_readers_);
   }
-  for (auto& t : readers) t.join();
+  for (auto& r : readers) r.thread.join();
 }
 
 Status Session::start() {
@@ -470,12 +476,16 @@ Result<Lease> Session::lease(steady::time_point deadline, std::string_view step)
   const auto sent = steady::now();
   auto granted = grant(config_.ttl.count(), deadline, step);
   if (!granted) return granted.status();
+  if (granted->ttl() <= 0 || granted->id() == 0)
+    return Status(errc::unavailable, "etcd: " + std::string(step) + ": the cluster granted lease " +
+                                         std::to_string(granted->id()) + " with a TTL of " +
+                                         std::to_string(granted->ttl()) + " s");
   Lease out;
   {
     std::lock_guard lk(mu_);
     lease_id_ = granted->id();
-    lease_ttl_ = granted->ttl();
-    lease_until_ = sent + std::chrono::seconds(lease_ttl_) - drift(lease_ttl_);
+    lease_ttl_ = std::min(granted->ttl(), config_.ttl.count());
+    lease_until_ = lease_deadline_after(sent, lease_ttl_, config_.ttl.count());
     out = Lease{lease_id_, lease_dropped_.get_token()};
   }
   cv_.notify_all();  // the keeper has a lease to renew
@@ -557,7 +567,7 @@ void Session::keep_alive() {
         std::lock_guard lk(mu_);
         answered = true;
         if (response.id() == lease_id_)
-          lease_until_ = std::max(lease_until_, sent_at + std::chrono::seconds(response.ttl()) - drift(response.ttl()));
+          lease_until_ = std::max(lease_until_, lease_deadline_after(sent_at, response.ttl(), config_.ttl.count()));
       }
       // A member killed or restarted ends the stream at once: move on now,
       // not at the next keepalive (up to ttl/3 later, of a lease whose
@@ -667,14 +677,23 @@ Result<std::int64_t> Session::open_watch(const std::string& key, const std::stri
                                          std::shared_ptr<std::promise<std::int64_t>> created) {
   std::lock_guard lk(watch_mu_);
   if (!watch_stream_) {
-    // Readers of streams that ended are joined when the session goes.
+    // The readers of streams that have ended have nothing left to do (their
+    // last step sets `ended`): joined now, each returns at once.
+    std::erase_if(watch_readers_, [](WatchReader& r) {
+      if (!r.ended->load()) return false;
+      r.thread.join();
+      return true;
+    });
     watch_context_ = std::make_shared<grpc::ClientContext>();
     prepare(*watch_context_, steady::time_point::max());
     watch_stream_ = watch_[current()]->Watch(watch_context_.get());
-    watch_readers_.emplace_back([this, c = watch_context_, s = watch_stream_] {
+    WatchReader reader;
+    reader.thread = std::thread([this, c = watch_context_, s = watch_stream_, ended = reader.ended] {
       name_this_thread("dlock-etcd-wch");
       read_watches(c, s);
+      ended->store(true);
     });
+    watch_readers_.push_back(std::move(reader));
   }
   const std::int64_t id = next_watch_id_++;
   pb::WatchRequest request;

@@ -22,6 +22,7 @@
 #include <etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -78,7 +79,8 @@ class Session {
   Result<Lease> lease(steady::time_point deadline, std::string_view step);
   // The lease's local deadline (see above); min() if it is not the live one.
   steady::time_point lease_deadline(std::int64_t id) const;
-  // The TTL the cluster granted the live lease.
+  // The TTL of the live lease: the cluster's grant, but no longer than
+  // Config::ttl (see lease_deadline_after).
   std::chrono::seconds lease_ttl() const;
 
   // Unary calls, failed over between members, each within `deadline`.
@@ -171,7 +173,7 @@ class Session {
   std::size_t current_ = 0;              // guarded by mu_: the member calls go to first
   std::string token_;                    // guarded by mu_: the auth token, empty without auth
   std::int64_t lease_id_ = 0;            // guarded by mu_: 0 = none live
-  std::int64_t lease_ttl_ = 0;           // guarded by mu_: seconds, as granted
+  std::int64_t lease_ttl_ = 0;           // guarded by mu_: seconds, as granted, at most Config::ttl
   steady::time_point lease_until_{};     // guarded by mu_: local deadline of lease_id_
   std::stop_source lease_dropped_;       // guarded by mu_
   // Leases this client gave up (lose_lease) that the cluster may still keep:
@@ -204,8 +206,24 @@ class Session {
   std::map<std::int64_t, std::shared_ptr<Signal>> watchers_;
   std::map<std::int64_t, std::shared_ptr<std::promise<std::int64_t>>> creations_;  // each watch's start revision, until it is made
   std::int64_t next_watch_id_ = 1;
-  std::vector<std::thread> watch_readers_;  // joined at close; at most one runs
+  // The watch streams' readers: at most one runs; one whose stream ended
+  // is joined when the next stream opens (or at close), so a stream that
+  // breaks again and again leaves no thread behind.
+  struct WatchReader {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> ended = std::make_shared<std::atomic<bool>>(false);
+  };
+  std::vector<WatchReader> watch_readers_;
 };
+
+// The local deadline of a lease whose grant or keepalive was sent at `sent`
+// and answered with `ttl_said` seconds (the lease was asked for with
+// `ttl_asked` seconds): the cluster restarts the TTL when it receives the
+// request, later than `sent`; less a margin for clock drift. A member's
+// word is trusted up to what was asked and no further (a TTL beyond it, from
+// a faulty member, would keep locks valid here after the lease expired
+// there); 0 or less is a lease already gone (`sent`).
+steady::time_point lease_deadline_after(steady::time_point sent, std::int64_t ttl_said, std::int64_t ttl_asked);
 
 // Notified by one watch (Session::watch), which it cancels when it goes.
 class WatchWaiter final : public Waiter {
