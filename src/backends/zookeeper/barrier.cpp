@@ -4,6 +4,9 @@
 #include "core/owner_id.h"
 
 #include <algorithm>
+#include <cctype>
+#include <string_view>
+#include <vector>
 
 namespace dlock::detail::zookeeper {
 namespace {
@@ -19,11 +22,35 @@ Status removed(Call& call, steady::time_point deadline, std::string_view step, c
   return to_status(call.rc, step, node);
 }
 
+// Whether `child` is a member's node: named by a UUID in java.util.UUID's
+// text form (8-4-4-4-12 hex digits). The container also holds `ready` and
+// the containers of the barriers named below this one ('a/b' is the child
+// 'b' of 'a'), which are not members.
+bool is_member_node(std::string_view child) {
+  if (child.size() != 36) return false;
+  for (std::size_t i = 0; i < child.size(); ++i) {
+    const char c = child[i];
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? c != '-' : !std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> member_nodes(std::vector<std::string> children) {
+  std::erase_if(children, [](const std::string& child) { return !is_member_node(child); });
+  return children;
+}
+
 }  // namespace
 
 Result<std::string> Barriers::join(const std::string& name, std::chrono::milliseconds /*lease: the session is the lease*/,
                                    steady::time_point deadline) {
   const std::string step = "entering barrier '" + name + "'";
+  // In Curator's layout the barrier 'x/ready' would be barrier 'x''s open flag.
+  if (name == ready_node || name.ends_with("/" + std::string(ready_node)))
+    return Status(errc::invalid_argument, "barrier '" + name + "': on zk:// a barrier's last name segment cannot be '" +
+                                              std::string(ready_node) +
+                                              "' (in Curator's layout that node says the barrier above it is open)");
   auto member = random_uuid();
   if (!member) return member;
   const std::string node = lock_path(session_.config(), name) + "/" + *member;
@@ -57,8 +84,9 @@ Result<BarrierCheck> Barriers::entered(const std::string& name, const std::strin
   if (opened->rc != ZNONODE) return to_status(opened->rc, step, ready);
   if (!list->wait_until(deadline)) return no_reply(step);
   if (list->rc != ZOK && list->rc != ZNONODE) return to_status(list->rc, step, path);
-  const auto& members = list->children;
-  if (std::find(members.begin(), members.end(), ready_node) != members.end()) return BarrierCheck{true, nullptr};
+  if (std::find(list->children.begin(), list->children.end(), ready_node) != list->children.end())
+    return BarrierCheck{true, nullptr};
+  const auto members = member_nodes(std::move(list->children));
   if (std::find(members.begin(), members.end(), member) == members.end())
     return Status(errc::lock_lost, "barrier '" + name +
                                        "': our member node is gone (the session expired while it waited to "
@@ -79,8 +107,7 @@ Result<BarrierCheck> Barriers::left(const std::string& name, const std::string& 
     auto list = session_.get_children(path, deadline);
     if (!list->wait_until(deadline)) return no_reply(step);
     if (list->rc != ZOK && list->rc != ZNONODE) return to_status(list->rc, step, path);
-    auto members = std::move(list->children);
-    std::erase(members, ready_node);
+    auto members = member_nodes(std::move(list->children));
     std::sort(members.begin(), members.end());
     const bool ours_in = std::binary_search(members.begin(), members.end(), member);
     if (members.empty() || (members.size() == 1 && ours_in)) {
