@@ -37,12 +37,12 @@ using steady = std::chrono::steady_clock;
 // Which primitive a request is for. A Mutex and a SharedMutex of the same
 // name are different locks (on ZooKeeper, Curator's mutex and read-write
 // lock layouts); a SharedMutex's writers exclude everyone, its readers only
-// writers. An Election's leader is the holder of a `latch` (on ZooKeeper,
+// writers. An Election's leader is the holder of a `leader` (on ZooKeeper,
 // Curator's LeaderLatch layout). A `permit` is one of a Semaphore's permits
 // on a store that leases them (Backend::supports_permits); a `member` is a
 // barrier member's leased entry (BarrierDriver::leased_members), which core
 // only ever renews through a LockDriver.
-enum class LockKind { mutex, write, read, latch, permit, member };
+enum class LockKind { mutex, write, read, leader, permit, member };
 
 // For messages: "lock", "write lock", "read lock", "leadership", "permit", "barrier membership".
 constexpr std::string_view kind_name(LockKind kind) {
@@ -50,7 +50,7 @@ constexpr std::string_view kind_name(LockKind kind) {
     case LockKind::mutex: return "lock";
     case LockKind::write: return "write lock";
     case LockKind::read: return "read lock";
-    case LockKind::latch: return "leadership";
+    case LockKind::leader: return "leadership";
     case LockKind::permit: return "permit";
     case LockKind::member: return "barrier membership";
   }
@@ -267,7 +267,7 @@ class Backend {
   // read lock (the store grants a read to the writer's own owner), keeping
   // it after the write lock is released (a downgrade).
   virtual bool supports_downgrade() const { return false; }
-  // Whether its LockDriver takes LockKind::latch and answers holder() (Election).
+  // Whether its LockDriver takes LockKind::leader and answers holder() (Election).
   virtual bool supports_election() const { return false; }
   // Whether its LockDriver takes LockKind::permit: try_acquire grants while
   // fewer than request.permits live permits of the name are out (expired or

@@ -1,4 +1,4 @@
-// Election: the leader is the holder of a LockKind::latch on the election's
+// Election: the leader is the holder of a LockKind::leader on the election's
 // name, so campaigning is the one acquire loop (the candidate's place in
 // the store's queue, the predecessor watch), resigning is a release, and
 // losing leadership is a lost hold.
@@ -26,28 +26,28 @@ void Election::campaign(std::string id) { campaign_until_steady(steady::time_poi
 
 bool Election::campaign_until_steady(steady::time_point deadline, std::string id) {
   // Leading is a state, not a count: campaigning again changes nothing.
-  if (auto held = client_->find(name_, LockKind::latch)) {
+  if (auto held = client_->find(name_, LockKind::leader)) {
     if (held->check_lost())
       throw Error(errc::lock_lost, "campaign '" + name_ + "': this thread lost leadership; resign() first");
     return true;
   }
-  return client_->acquire(name_, LockKind::latch, options_, deadline, std::move(id)).value();
+  return client_->acquire(name_, LockKind::leader, options_, deadline, std::move(id)).value();
 }
 
 detail::AsyncStart Election::starter(steady::time_point deadline, std::string id, std::stop_token stop) const {
   return [client = client_, name = name_, options = options_, deadline, id = std::move(id), stop](AsyncCallback done) {
-    client->acquire_async(detail::lock_request(name, LockKind::latch, options, id), options, deadline, stop,
+    client->acquire_async(detail::lock_request(name, LockKind::leader, options, id), options, deadline, stop,
                           std::move(done));
   };
 }
 
-void Election::resign() noexcept { (void)client_->release(name_, LockKind::latch); }
+void Election::resign() noexcept { (void)client_->release(name_, LockKind::leader); }
 
-Status Election::resign_checked() noexcept { return client_->release(name_, LockKind::latch); }
+Status Election::resign_checked() noexcept { return client_->release(name_, LockKind::leader); }
 
 bool Election::is_leader() const noexcept {
   try {
-    auto hold = client_->find(name_, LockKind::latch);
+    auto hold = client_->find(name_, LockKind::leader);
     return hold && !hold->check_lost();
   } catch (...) {
     return false;
@@ -56,7 +56,7 @@ bool Election::is_leader() const noexcept {
 
 bool Election::lost() const noexcept {
   try {
-    auto hold = client_->find(name_, LockKind::latch);
+    auto hold = client_->find(name_, LockKind::leader);
     return hold && hold->check_lost();
   } catch (...) {
     return false;
@@ -64,19 +64,19 @@ bool Election::lost() const noexcept {
 }
 
 std::stop_token Election::stop_token() const {
-  auto hold = client_->find(name_, LockKind::latch);
+  auto hold = client_->find(name_, LockKind::leader);
   if (!hold) throw Error(errc::not_owner, "stop_token of election '" + name_ + "': the calling thread does not lead");
   return hold->stop.get_token();
 }
 
 std::uint64_t Election::token() const {
-  auto hold = client_->find(name_, LockKind::latch);
+  auto hold = client_->find(name_, LockKind::leader);
   if (!hold) throw Error(errc::not_owner, "token of election '" + name_ + "': the calling thread does not lead");
   return hold->token;
 }
 
 std::optional<std::string> Election::leader() {
-  return client_->backend().locks().holder(name_, LockKind::latch, false).value().data;
+  return client_->backend().locks().holder(name_, LockKind::leader, false).value().data;
 }
 
 std::optional<std::string> Election::wait_leader_change_steady(const std::optional<std::string>& known,
@@ -84,7 +84,7 @@ std::optional<std::string> Election::wait_leader_change_steady(const std::option
   detail::Backoff backoff(std::chrono::milliseconds(1), client_->options().max_backoff);
   for (;;) {
     const bool may_wait = steady::now() < deadline;
-    auto now = client_->backend().locks().holder(name_, LockKind::latch, may_wait).value();
+    auto now = client_->backend().locks().holder(name_, LockKind::leader, may_wait).value();
     if (now.data != known || !may_wait) return now.data;
     // With a watch, sleep until notified; without one (nobody leads),
     // poll with backoff.

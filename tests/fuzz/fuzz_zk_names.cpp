@@ -92,7 +92,7 @@ void queue(const std::vector<std::string>& children, LockKind kind, std::size_t 
 
 void holders(const std::vector<std::string>& children) {
   for (const auto& [node, kind] : zk::holders(children)) {
-    const LockKind k = kind == "mutex" ? LockKind::mutex : kind == "leader" ? LockKind::latch : LockKind::read;
+    const LockKind k = kind == "mutex" ? LockKind::mutex : kind == "leader" ? LockKind::leader : LockKind::read;
     check(kind == "mutex" || kind == "leader" || kind == "read" || kind == "write");
     check(zk::is_contender(node, k));
     const auto q = zk::contenders(children, k);
@@ -103,7 +103,7 @@ void holders(const std::vector<std::string>& children) {
 
 void segment(std::string_view child) {
   if (!zk::check_segment(child, "child").ok() || zk::looks_like_contender(child)) return;
-  for (LockKind kind : {LockKind::mutex, LockKind::read, LockKind::write, LockKind::latch})
+  for (LockKind kind : {LockKind::mutex, LockKind::read, LockKind::write, LockKind::leader})
     check(!zk::is_contender(child, kind));
 }
 
@@ -111,7 +111,7 @@ void segment(std::string_view child) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 2) return 0;
-  constexpr LockKind kinds[] = {LockKind::mutex, LockKind::read, LockKind::write, LockKind::latch};
+  constexpr LockKind kinds[] = {LockKind::mutex, LockKind::read, LockKind::write, LockKind::leader};
   const LockKind kind = kinds[data[0] % 4];
   const std::size_t pick = data[1];
   std::string_view rest(reinterpret_cast<const char*>(data) + 2, size - 2);

@@ -24,7 +24,7 @@ TEST(ZooKeeperContenders, QueuesByNumberLeavingOthersOut) {
                           "_c_d-lock-0000000044"};
   EXPECT_EQ(contenders(children, LockKind::mutex),
             (Names{"_c_a-lock-0000000042", "_c_b-lock-0000000043", "_c_d-lock-0000000044"}));
-  EXPECT_EQ(contenders(children, LockKind::latch), (Names{"_c_c-latch-0000000001"}));
+  EXPECT_EQ(contenders(children, LockKind::leader), (Names{"_c_c-latch-0000000001"}));
 }
 
 // Before: the last 10 characters were compared as text whatever they were, so a node whose name does not end in a sequence

@@ -169,7 +169,7 @@ Queue queue_of(const Config& config, const LockRequest& request, std::int64_t le
 // Contenders of one client are told apart by owner and by this: a mutex
 // and an election of one name share their keys; the other kinds don't.
 std::string contender_id(const LockRequest& request) {
-  if (request.kind == LockKind::mutex || request.kind == LockKind::latch) return request.name;
+  if (request.kind == LockKind::mutex || request.kind == LockKind::leader) return request.name;
   return std::string(kind_name(request.kind)) + '\n' + request.name;
 }
 
@@ -324,7 +324,7 @@ class EtcdBackend final : public Backend, public LockDriver {
   std::unique_ptr<Waiter> watch(const LockRequest& request) override {
     auto c = std::make_shared<Contender>();
     c->name = request.name;
-    c->per_lease = request.kind == LockKind::mutex || request.kind == LockKind::latch;
+    c->per_lease = request.kind == LockKind::mutex || request.kind == LockKind::leader;
     std::pair<std::string, std::string> key{request.owner, contender_id(request)};
     {
       std::lock_guard lk(mu_);
@@ -364,7 +364,7 @@ class EtcdBackend final : public Backend, public LockDriver {
     const std::string step = "releasing " + std::string(kind_name(request.kind)) + " '" + request.name + "'";
     auto gone = delete_ours(g.key, static_cast<std::int64_t>(grant.token), steady::now() + session_.config().op_timeout,
                             step);
-    if (request.kind == LockKind::mutex || request.kind == LockKind::latch) free_slot(request.name, request.owner);
+    if (request.kind == LockKind::mutex || request.kind == LockKind::leader) free_slot(request.name, request.owner);
     if (!gone) return gone.status();
     return *gone ? Status() : key_gone(step);
   }
@@ -378,7 +378,7 @@ class EtcdBackend final : public Backend, public LockDriver {
   void release_async(const LockRequest& request, Grant& grant, std::function<void(Status)> done) override {
     const auto& g = static_cast<KeyGrant&>(*grant.state);
     std::string step = "releasing " + std::string(kind_name(request.kind)) + " '" + request.name + "'";
-    const bool per_lease = request.kind == LockKind::mutex || request.kind == LockKind::latch;
+    const bool per_lease = request.kind == LockKind::mutex || request.kind == LockKind::leader;
     const auto revision = static_cast<std::int64_t>(grant.token);
     const auto give_up = steady::now() + std::max<steady::duration>(session_.config().op_timeout, session_.lease_ttl());
     auto answered = [this, key = g.key, revision, name = request.name, owner = request.owner, per_lease, step,
@@ -474,7 +474,7 @@ class EtcdBackend final : public Backend, public LockDriver {
   // no key created later can come before it), or with no leader the whole
   // prefix.
   Result<Holder> holder(std::string_view name, LockKind kind, bool watch) override {
-    if (kind != LockKind::latch) return Status(errc::unsupported, "etcd: holder() is for elections");
+    if (kind != LockKind::leader) return Status(errc::unsupported, "etcd: holder() is for elections");
     const std::string step = "reading the leader of '" + std::string(name) + "'";
     const std::string prefix = lock_prefix(session_.config(), name);
     auto first = session_.range(first_created(prefix), steady::now() + session_.config().op_timeout, step);

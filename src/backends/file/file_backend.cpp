@@ -100,7 +100,7 @@ FileKind file_kind(LockKind kind) {
     case LockKind::mutex: return FileKind::mutex;
     case LockKind::write:
     case LockKind::read: return FileKind::shared;
-    case LockKind::latch: return FileKind::election;
+    case LockKind::leader: return FileKind::election;
     case LockKind::permit: return FileKind::permits;
     case LockKind::member: return FileKind::barrier;
   }
@@ -190,7 +190,7 @@ class FileBackend final : public Backend, public LockDriver {
   Result<Attempt> try_acquire(const LockRequest& request) override {
     if (request.kind == LockKind::member)
       return Status(errc::internal, "file backend: barrier members are not locks here");
-    if (request.kind == LockKind::latch && request.data.size() > max_id_bytes)
+    if (request.kind == LockKind::leader && request.data.size() > max_id_bytes)
       return Status(errc::invalid_argument, "election '" + request.name + "': the id is " +
                                                 std::to_string(request.data.size()) +
                                                 " bytes; the file backend keeps ids of up to " +
@@ -227,7 +227,7 @@ class FileBackend final : public Backend, public LockDriver {
         return watches_.watch(path, wake_on_release, *place);
       if (place && *place >= 0) ::close(*place);
     }
-    if (request.kind == LockKind::latch) {
+    if (request.kind == LockKind::leader) {
       auto ticket = queue(request, file);
       if (ticket) {
         auto key = std::make_tuple(request.owner, request.name);
@@ -262,13 +262,13 @@ class FileBackend final : public Backend, public LockDriver {
     // that can't all be rung (or a SharedMutex's waiting readers), wakes
     // every waiter by closing.
     const Line* line = line_of(request.kind);
-    bool wake_all = line == nullptr && request.kind != LockKind::latch;
+    bool wake_all = line == nullptr && request.kind != LockKind::leader;
     std::optional<std::uint64_t> ring;  // the ticket of the waiter or candidate to ring
     Status s = update_own_entry(request, grant, [&](Entry& e) {
       e = Entry{};
       if (wake_all) return Status{};
       const std::int64_t now = monotonic_ns();
-      if (request.kind == LockKind::latch) {
+      if (request.kind == LockKind::leader) {
         // An Election: the next candidate in line, unless one can't be rung.
         auto unrung = range_locked(state->fd, unrung_candidates, 1);
         auto header = read_header(state->fd);
@@ -376,7 +376,7 @@ class FileBackend final : public Backend, public LockDriver {
   // The leader, or if nobody holds it now, the candidate first in line
   // (who takes it next, as on zk:// the lowest node leads at once).
   Result<Holder> holder(std::string_view name, LockKind kind, bool watch) override {
-    if (kind != LockKind::latch) return Status(errc::unsupported, "file backend: holder() is for elections");
+    if (kind != LockKind::leader) return Status(errc::unsupported, "file backend: holder() is for elections");
     const std::string file = encode_name(name, FileKind::election);
     Holder out;
     // Read-only: closing it raises no IN_CLOSE_WRITE, which would wake every
@@ -431,7 +431,7 @@ class FileBackend final : public Backend, public LockDriver {
         if (Status s = write_header(fd, *header, false); !s) return s;
       }
     }
-    if (request.kind == LockKind::latch) {
+    if (request.kind == LockKind::leader) {
       auto header = read_header(fd);
       if (!header) return header.status();
       const std::uint64_t ticket = ticket_of(request);
@@ -455,7 +455,7 @@ class FileBackend final : public Backend, public LockDriver {
     if (Status s = take_liveness(fd, token); !s) return s;
     record->last_token = token;
     record->holder = make_entry(token, request, now, dir_.pid);
-    if (request.kind == LockKind::latch) {
+    if (request.kind == LockKind::leader) {
       if (Status s = write_id(fd, leader_id_offset, token, request.data, false); !s) return s;
     }
     if (Status s = write_record(fd, *record, dir_.sync); !s) return s;

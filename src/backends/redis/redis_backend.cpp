@@ -132,7 +132,7 @@ const Layout member_layout{{"barrier", "barrier:members"},
 
 const Layout& layout_of(LockKind kind) {
   switch (kind) {
-    case LockKind::latch: return leader_layout;
+    case LockKind::leader: return leader_layout;
     case LockKind::read:
     case LockKind::write: return rw_layout;
     case LockKind::permit: return permit_layout;
@@ -615,7 +615,7 @@ class RedisBackend final : public Backend, public LockDriver {
 
   // An election's leader: its id, and (watch) a Waiter told when the leader changes.
   Result<Holder> holder(std::string_view name, LockKind kind, bool watch) override {
-    if (kind != LockKind::latch) return Status(errc::unsupported, "redis backend: holder() is for elections");
+    if (kind != LockKind::leader) return Status(errc::unsupported, "redis backend: holder() is for elections");
     const auto deadline = steady::now() + config_.op_timeout;
     const std::string step = "reading the leader of '" + std::string(name) + "'";
     WatchSlot slot(store_, watch, name, observer_tag(name));
@@ -693,7 +693,7 @@ class RedisBackend final : public Backend, public LockDriver {
         const Keys all = keys_of(h.name, layout_of(h.kind));
         switch (h.kind) {
           case LockKind::mutex:
-          case LockKind::latch: keys.insert(keys.end(), {all[0], all[0], all[0]}); break;
+          case LockKind::leader: keys.insert(keys.end(), {all[0], all[0], all[0]}); break;
           case LockKind::member: keys.insert(keys.end(), {all[0], all[1], all[1]}); break;
           default: keys.insert(keys.end(), {all[0], all[1], all[2]}); break;
         }
@@ -745,7 +745,7 @@ class RedisBackend final : public Backend, public LockDriver {
     const std::string retention = ms(config_.token_retention);
     // How long a waiter lets others barge; 0 = in order (fair, and an
     // election always: the next in line leads, as on zk://).
-    const std::string bound = request.fair || request.kind == LockKind::latch ? "0" : ms(request.max_barging_wait);
+    const std::string bound = request.fair || request.kind == LockKind::leader ? "0" : ms(request.max_barging_wait);
     call.args = {request.owner, ms(request.lease), call.slot ? store_.entry(*call.slot) : std::string(),
                  ms(config_.waiter_ttl), bound};
     switch (request.kind) {
@@ -759,7 +759,7 @@ class RedisBackend final : public Backend, public LockDriver {
       default:
         // A mutex or a leadership: the lease's mode too.
         call.args.push_back(request.mode == LeaseMode::fixed ? "1" : "0");
-        if (request.kind == LockKind::latch)
+        if (request.kind == LockKind::leader)
           call.args.insert(call.args.end(), {request.data, channel_prefix_, observer_tag(request.name)});
         break;
     }

@@ -72,7 +72,7 @@ Place place_of(LockKind kind) {
     case LockKind::mutex: return {"mutex", "x"};
     case LockKind::write: return {"rw", "w"};
     case LockKind::read: return {"rw", "r"};
-    case LockKind::latch: return {"leader", "x"};
+    case LockKind::leader: return {"leader", "x"};
     case LockKind::permit: return {"permit", "x"};
     case LockKind::member: break;
   }
@@ -137,7 +137,7 @@ Decision decide(const LockRequest& request, const std::vector<Row>& holders, con
 
   // Waiters queued before us (all of them if we are not queued) that we let
   // go first: starving ones, or every one when fair.
-  const std::int64_t bound = request.fair || request.kind == LockKind::latch ? 0 : ms(request.max_barging_wait);
+  const std::int64_t bound = request.fair || request.kind == LockKind::leader ? 0 : ms(request.max_barging_wait);
   std::size_t first = 0;
   for (const Row& w : queue) {
     if (w.owner == request.owner) break;

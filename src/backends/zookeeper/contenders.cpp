@@ -15,7 +15,7 @@ std::string_view node_name(LockKind kind) {
   switch (kind) {
     case LockKind::write: return write_marker;
     case LockKind::read: return read_marker;
-    case LockKind::latch: return latch_marker.substr(1);
+    case LockKind::leader: return latch_marker.substr(1);
     default: return lock_marker.substr(1);
   }
 }
@@ -34,7 +34,7 @@ std::optional<std::int64_t> sequence_of(std::string_view child) {
 bool is_contender(std::string_view child, LockKind kind) {
   if (!sequence_of(child)) return false;
   if (kind == LockKind::mutex) return holds(child, lock_marker);
-  if (kind == LockKind::latch) return holds(child, latch_marker);
+  if (kind == LockKind::leader) return holds(child, latch_marker);
   return holds(child, read_marker) || holds(child, write_marker);
 }
 
@@ -58,7 +58,7 @@ std::vector<std::string> contenders(std::vector<std::string> children, LockKind 
 std::vector<std::pair<std::string, std::string>> holders(const std::vector<std::string>& children) {
   std::vector<std::pair<std::string, std::string>> out;
   if (auto q = contenders(children, LockKind::mutex); !q.empty()) out.emplace_back(q.front(), "mutex");
-  if (auto q = contenders(children, LockKind::latch); !q.empty()) out.emplace_back(q.front(), "leader");
+  if (auto q = contenders(children, LockKind::leader); !q.empty()) out.emplace_back(q.front(), "leader");
   const auto rw = contenders(children, LockKind::read);
   if (!rw.empty() && is_writer(rw.front())) {
     out.emplace_back(rw.front(), "write");

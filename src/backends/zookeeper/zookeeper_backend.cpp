@@ -332,7 +332,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
         }
         for (const auto& child : calls[i]->children) {
           if (is_contender(child, LockKind::mutex) || is_contender(child, LockKind::read) ||
-              is_contender(child, LockKind::latch) || child.find(lease_marker) != std::string::npos)
+              is_contender(child, LockKind::leader) || child.find(lease_marker) != std::string::npos)
             continue;
           std::string below = name.empty() ? child : name + "/" + child;
           // Only subtrees that can hold a name with this prefix (a
@@ -531,7 +531,7 @@ class ZooKeeperBackend final : public Backend, public LockDriver {
     // leadership may last hours); a mutex holder at its next renewal, which
     // saves a watch, and the notification our own delete would trigger, per lock.
     g.dropped = session_.hold(c.node, request.mode == LeaseMode::fixed ? g.valid_until : steady::time_point::max(),
-                              request.kind == LockKind::latch);
+                              request.kind == LockKind::leader);
     auto state = std::make_unique<NodeGrant>();
     state->node = c.node;
     g.state = std::move(state);
