@@ -54,6 +54,36 @@ class Cli : public ::testing::Test {
     return {status.value_or(-1), out};
   }
 
+  struct Ran {
+    int status = -1;
+    std::string out, err;
+  };
+  // Runs dlock with args, its stdout and stderr apart, in an environment
+  // changed by `env`: "NAME=value" sets, "-NAME" unsets.
+  Ran dlock_apart(std::vector<std::string> args, std::vector<std::string> env = {}) {
+    const std::string err_file = dir_.path() + "/stderr";
+    std::vector<std::string> argv{"/usr/bin/env"};
+    for (const auto& e : env) {
+      if (e.starts_with("-")) argv.insert(argv.end(), {"-u", e.substr(1)});
+      else argv.push_back(e);
+    }
+    argv.insert(argv.end(), {"DLOCK_TEST_STDERR=" + err_file, "/bin/sh", "-c",
+                             "exec \"$0\" \"$@\" 2>\"$DLOCK_TEST_STDERR\"", DLOCK_TOOL});
+    argv.insert(argv.end(), args.begin(), args.end());
+    ChildProcess p(argv);
+    Ran ran;
+    const auto until = std::chrono::steady_clock::now() + scaled(30s);
+    while (auto line = p.read_line(std::chrono::duration_cast<std::chrono::milliseconds>(
+               until - std::chrono::steady_clock::now())))
+      ran.out += *line + "\n";
+    auto status = p.wait(scaled(5s));
+    EXPECT_TRUE(status) << "dlock did not exit";
+    ran.status = status.value_or(-1);
+    std::ifstream in(err_file);
+    ran.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return ran;
+  }
+
   std::vector<std::string> run_args(const std::string& name, std::vector<std::string> extra,
                                     std::vector<std::string> command) {
     std::vector<std::string> args{"run", "--backend", url()};
@@ -74,6 +104,122 @@ TEST_F(Cli, RunPassesTheCommandsExitStatusAndEnvironment) {
   auto second = dlock(run_args("job", {}, {"/bin/sh", "-c", "echo $DLOCK_TOKEN"}));
   EXPECT_EQ(second.first, 0);
   EXPECT_EQ(second.second, "2\n") << "tokens must increase per name";
+}
+
+// As with flock(1), env(1) and timeout(1), option parsing stops at NAME:
+// what follows is the command's, options included; "--" stays accepted.
+TEST_F(Cli, OptionsAfterTheNameBelongToTheCommand) {
+  auto echoed = dlock_apart({"run", "--backend", url(), "job", "echo", "hi", "--wait", "0"});
+  EXPECT_EQ(echoed.status, 0) << echoed.err;
+  EXPECT_EQ(echoed.out, "hi --wait 0\n");
+  auto listed = dlock_apart({"run", "--backend", url(), "job", "ls", "-d", "-l", dir_.path()});
+  EXPECT_EQ(listed.status, 0) << listed.err;
+  EXPECT_TRUE(listed.out.starts_with("d")) << listed.out;
+  auto separated = dlock_apart({"run", "--backend=" + url(), "--wait=0", "job", "--", "echo", "--", "-x"});
+  EXPECT_EQ(separated.status, 0) << separated.err;
+  EXPECT_EQ(separated.out, "-- -x\n");
+}
+
+// Every argument is checked before any connection (port 1 refuses, so a
+// check made after connecting would exit 69), refused with 64 and a message
+// naming the tool's flag, not a C++ name.
+TEST_F(Cli, BadArgumentsAreRefusedBeforeConnectingNamingTheFlag) {
+  const std::string down = "redis://127.0.0.1:1";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--permits", "0"}, "--permits"},
+      {{"--permits", "-1"}, "--permits"},
+      {{"--elect", "--permits", "2"}, "--permits"},
+      {{"--elect", "--permits", "0"}, "--permits"},
+      {{"--permits", "99999999999999999999"}, "--permits"},
+      {{"--permits", "2147483648"}, "--permits"},
+      {{"--lease", "0"}, "--lease"},
+      {{"--lease", "3ms"}, "--lease"},
+      {{"--lease", "5ms"}, "--lease"},
+      {{"--lease", "25h"}, "--lease"},
+      {{"--backend", ""}, "--backend"},
+      {{"--backend="}, "--backend"},
+      {{"--backend", "redis://127.0.0.1:x"}, "--backend"},
+  };
+  for (const auto& [flags, named] : cases) {
+    std::vector<std::string> args{"run", "--backend", down};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"job", "true"});
+    auto ran = dlock_apart(args);
+    const std::string what = ::testing::PrintToString(flags);
+    EXPECT_EQ(ran.status, 64) << what << ": " << ran.err;
+    EXPECT_NE(ran.err.find(named), std::string::npos) << what << ": " << ran.err;
+    EXPECT_EQ(ran.err.find("::"), std::string::npos) << what << " names a C++ name: " << ran.err;
+  }
+  // A lease too short to renew says the shortest, and why.
+  auto short_lease = dlock_apart({"run", "--backend", down, "--lease", "5ms", "job", "true"});
+  EXPECT_NE(short_lease.err.find("100ms"), std::string::npos) << short_lease.err;
+  EXPECT_NE(short_lease.err.find("renew"), std::string::npos) << short_lease.err;
+}
+
+// What was not understood, and where help is.
+TEST_F(Cli, UnknownOptionsAndCommandsSayWhatAndWhereHelpIs) {
+  auto option = dlock_apart({"run", "--frobnicate", "job", "true"});
+  EXPECT_EQ(option.status, 64);
+  EXPECT_NE(option.err.find("unknown option: --frobnicate"), std::string::npos) << option.err;
+  EXPECT_NE(option.err.find("dlock run --help"), std::string::npos) << option.err;
+  auto status_option = dlock_apart({"status", "--frobnicate"});
+  EXPECT_EQ(status_option.status, 64);
+  EXPECT_NE(status_option.err.find("unknown option: --frobnicate"), std::string::npos) << status_option.err;
+  EXPECT_NE(status_option.err.find("dlock status --help"), std::string::npos) << status_option.err;
+  auto command = dlock_apart({"frobnicate"});
+  EXPECT_EQ(command.status, 64);
+  EXPECT_NE(command.err.find("unknown command: 'frobnicate'"), std::string::npos) << command.err;
+  EXPECT_NE(command.err.find("dlock --help"), std::string::npos) << command.err;
+  auto none = dlock_apart({});
+  EXPECT_EQ(none.status, 64);
+  EXPECT_NE(none.err.find("dlock --help"), std::string::npos) << none.err;
+}
+
+// The default store in $XDG_RUNTIME_DIR, however the path is spelt.
+TEST_F(Cli, DefaultStoreTakesXdgRuntimeDirWithATrailingSlash) {
+  for (const std::string& runtime : {dir_.path() + "/", dir_.path() + "//", dir_.path() + "/./"}) {
+    auto ran = dlock_apart({"run", "job", "--", "/bin/sh", "-c", "echo ok"},
+                           {"-DLOCK_BACKEND", "XDG_RUNTIME_DIR=" + runtime});
+    EXPECT_EQ(ran.status, 0) << runtime << ": " << ran.err;
+    EXPECT_EQ(ran.out, "ok\n") << runtime;
+    struct stat st {};
+    EXPECT_EQ(::stat((dir_.path() + "/dlock").c_str(), &st), 0) << runtime << ": not the store's directory";
+  }
+  // "/" is nobody's runtime directory: the per-user fallback is used.
+  auto root = dlock_apart({"run", "job", "--", "/bin/sh", "-c", "echo ok"}, {"-DLOCK_BACKEND", "XDG_RUNTIME_DIR=/"});
+  EXPECT_EQ(root.status, 0) << root.err;
+  EXPECT_EQ(root.out, "ok\n");
+}
+
+// As env(1) and timeout(1): 127 / 126, and a message naming the command.
+TEST_F(Cli, CommandNotFoundOrNotExecutableIsNamed) {
+  auto missing = dlock_apart(run_args("x", {}, {"/nonexistent/command"}));
+  EXPECT_EQ(missing.status, 127);
+  EXPECT_NE(missing.err.find("/nonexistent/command"), std::string::npos) << missing.err;
+  const std::string script = dir_.path() + "/not-executable";
+  std::ofstream(script) << "#!/bin/sh\necho ran\n";
+  ::chmod(script.c_str(), 0600);
+  auto denied = dlock_apart(run_args("x", {}, {script}));
+  EXPECT_EQ(denied.status, 126);
+  EXPECT_NE(denied.err.find(script), std::string::npos) << denied.err;
+  EXPECT_EQ(denied.out, "");
+}
+
+// Cron mails whatever a job writes: with -q a skipped run is silent (the
+// exit status still says 75).
+TEST_F(Cli, QuietSaysNothingWhenTheLockIsTaken) {
+  auto holder = dlock::connect(url())->mutex("busy");
+  holder.lock();
+  auto loud = dlock_apart(run_args("busy", {"--wait", "0"}, {"/bin/true"}));
+  EXPECT_EQ(loud.status, 75);
+  EXPECT_NE(loud.err, "");
+  for (const char* quiet : {"-q", "--quiet"}) {
+    auto ran = dlock_apart(run_args("busy", {quiet, "--wait", "0"}, {"/bin/true"}));
+    EXPECT_EQ(ran.status, 75) << quiet;
+    EXPECT_EQ(ran.err, "") << quiet;
+    EXPECT_EQ(ran.out, "") << quiet;
+  }
+  holder.unlock();
 }
 
 TEST_F(Cli, RunExitCodes) {
@@ -286,6 +432,28 @@ TEST_F(Cli, LostLockStopsWhatTheCommandStartedToo) {
   EXPECT_FALSE(process_alive(grandchild)) << "a process the command started outlived the lost lock";
 }
 
+// On file:// the kernel drops a dead holder's lock at once, but a holder
+// that is stopped (SIGSTOP, a frozen VM) keeps its descriptors: there the
+// lease is what frees the lock, as on every leased store. Another run gets
+// it after --lease while the first command still runs; when the first
+// dlock resumes it finds its lock lost and terminates its command (76).
+// docs/cli.md says so.
+TEST_F(Cli, StoppedHolderOnFileLosesTheLockAfterItsLease) {
+  auto args = run_args("stopped", {"--lease", "1s", "--kill-after", "300ms"},
+                       {"/bin/sh", "-c", "echo started; exec sleep 30"});
+  args.insert(args.begin(), DLOCK_TOOL);
+  ChildProcess first(args);
+  ASSERT_EQ(first.read_line(scaled(10s)), "started");
+  ASSERT_TRUE(stop_process(first.pid()));
+  const auto stopped = std::chrono::steady_clock::now();
+  auto second = dlock(run_args("stopped", {"--wait", "20s"}, {"/bin/sh", "-c", "echo second"}));
+  EXPECT_EQ(second.first, 0);
+  EXPECT_EQ(second.second, "second\n");
+  EXPECT_GE(std::chrono::steady_clock::now() - stopped, 900ms) << "the lock was free before the lease ran out";
+  first.signal(SIGCONT);
+  EXPECT_EQ(first.wait(scaled(10s)), std::optional<int>(76)) << "the resumed holder did not see its lock lost";
+}
+
 TEST_F(Cli, KilledDlockTakesTheCommandWithItAndFreesTheLock) {
   auto args = run_args("orphan", {}, {"/bin/sh", "-c", "echo $$; exec sleep 30"});
   args.insert(args.begin(), DLOCK_TOOL);
@@ -313,6 +481,67 @@ TEST_F(Cli, StatusShowsHeldLocks) {
   EXPECT_NE(out.find("\"token\":" + std::to_string(m.token())), std::string::npos) << out;
   m.unlock();
   EXPECT_EQ(dlock({"status", "--backend", url(), "--json", "status/"}).second, "[]\n");
+}
+
+// The columns line up on a terminal whatever the names hold: padded by the
+// columns text takes ("…" is three bytes, one column), not by its bytes.
+TEST_F(Cli, StatusAlignsColumnsByDisplayWidth) {
+  auto c = dlock::connect(url());
+  auto wide = c->mutex("status/a…b…c");
+  auto plain = c->mutex("status/plain");
+  wide.lock();
+  plain.lock();
+  auto [status, out] = dlock({"status", "--backend", url(), "status/"});
+  EXPECT_EQ(status, 0) << out;
+  // The column (in characters, all of width 1 here) where each line's second field starts.
+  auto kind_column = [](const std::string& line) {
+    std::size_t at = line.find(' ');
+    at = line.find_first_not_of(' ', at);
+    return static_cast<std::size_t>(std::count_if(line.begin(), line.begin() + static_cast<long>(at),
+                                                  [](char ch) { return (static_cast<unsigned char>(ch) & 0xc0) != 0x80; }));
+  };
+  std::istringstream lines(out);
+  std::vector<std::size_t> columns;
+  for (std::string line; std::getline(lines, line);) columns.push_back(kind_column(line));
+  ASSERT_EQ(columns.size(), 3u) << out;
+  EXPECT_EQ(columns[1], columns[0]) << out;
+  EXPECT_EQ(columns[2], columns[0]) << out;
+  wide.unlock();
+  plain.unlock();
+}
+
+// A lock directory the store can't write to is unusable, and `run`,
+// `status` and `status --metrics` all say so and why (69), none "no locks
+// held". A read-only bind mount in a mount namespace of its own (root may
+// write where the permission bits forbid it); skipped where that can't be made.
+TEST_F(Cli, ReadOnlyLockDirectoryIsUnusableToEveryCommand) {
+  const std::string locks = dir_.path() + "/ro";
+  ASSERT_EQ(::mkdir(locks.c_str(), 0700), 0);
+  if (shell_output("unshare -m sh -c 'mount --bind " + locks + " " + locks + " && echo ok' 2>/dev/null") != "ok\n")
+    GTEST_SKIP() << "no mount namespace here (needs root and unshare)";
+  const std::string tool = DLOCK_TOOL, store = "file://" + locks;
+  const std::string script = "mount --bind " + locks + " " + locks + " && mount -o remount,bind,ro " + locks + " && " +
+                             tool + " run --backend " + store + " job true 2>&1; echo \"exit $?\"; " + tool +
+                             " status --backend " + store + " 2>&1; echo \"exit $?\"; " + tool + " status --backend " +
+                             store + " --metrics 2>&1 | grep -v \"^#\"; echo \"exit ${PIPESTATUS:-$?}\"";
+  const std::string out = shell_output("unshare -m bash -c '" + script + "'");
+  std::istringstream lines(out);
+  std::vector<std::string> said;
+  std::string text;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("exit ")) {
+      said.push_back(text + line);
+      text.clear();
+    } else {
+      text += line + "\n";
+    }
+  }
+  ASSERT_EQ(said.size(), 3u) << out;
+  for (const std::string& answer : said) {
+    EXPECT_NE(answer.find("Read-only file system"), std::string::npos) << answer;
+    EXPECT_NE(answer.find("exit 69"), std::string::npos) << answer;
+    EXPECT_EQ(answer.find("no locks held"), std::string::npos) << answer;
+  }
 }
 
 TEST_F(Cli, StatusMetricsCountsHeldLocksAndReportsADeadStoreAsDown) {
