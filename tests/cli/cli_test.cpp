@@ -175,6 +175,19 @@ TEST_F(Cli, UnknownOptionsAndCommandsSayWhatAndWhereHelpIs) {
   EXPECT_NE(none.err.find("dlock --help"), std::string::npos) << none.err;
 }
 
+// A sqlite:// URL naming a file that is something else is a bad argument
+// (64), said so, and the file is left as it was.
+TEST_F(Cli, SqliteUrlOfAFileThatIsNotADatabaseIsABadArgument) {
+  const std::string file = dir_.path() + "/passwd";
+  const std::string text = "root:x:0:0:root:/root:/bin/bash\n";
+  std::ofstream(file) << text;
+  auto ran = dlock_apart({"run", "--backend", "sqlite://" + file, "job", "true"});
+  EXPECT_EQ(ran.status, 64) << ran.err;
+  EXPECT_NE(ran.err.find("not a SQLite database"), std::string::npos) << ran.err;
+  std::ifstream in(file);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), text);
+}
+
 // The default store in $XDG_RUNTIME_DIR, however the path is spelt.
 TEST_F(Cli, DefaultStoreTakesXdgRuntimeDirWithATrailingSlash) {
   for (const std::string& runtime : {dir_.path() + "/", dir_.path() + "//", dir_.path() + "/./"}) {
