@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -374,6 +376,27 @@ TEST_F(Cli, BenchSecondsTakesAPlainNumber) {
   EXPECT_EQ(dlock({"bench", "--backend", url(), "--workload", "uncontended", "--seconds", "0"}).first, 64);
 }
 
+// On a terminal (script(1) gives it one) bench says first how long the
+// whole run may take, then a line per phase as it starts; with --json, or
+// without a terminal, only the results.
+TEST_F(Cli, BenchStatesItsLengthAndEachPhaseOnATerminal) {
+  if (shell_output("command -v script").empty()) GTEST_SKIP() << "no script(1) to give dlock a terminal";
+  const std::string bench = std::string(DLOCK_TOOL) + " bench --backend " + url() +
+                            " --workload uncontended --seconds 0.2 --max-ops 50";
+  const std::string watched = shell_output("script -qec '" + bench + "' /dev/null");
+  const auto plan = watched.find("at most 0.4 s in all");
+  ASSERT_NE(plan, std::string::npos) << watched;
+  EXPECT_LT(plan, watched.find("[1/2] lock+unlock")) << watched;
+  EXPECT_LT(watched.find("[1/2] lock+unlock"), watched.find("[2/2] raw round trips")) << watched;
+  EXPECT_LT(watched.find("[2/2] raw round trips"), watched.find("lock+unlock/s")) << "progress after the results:\n"
+                                                                                    << watched;
+  const std::string json = shell_output("script -qec '" + bench + " --json' /dev/null");
+  EXPECT_TRUE(json.starts_with("{\"workload\"")) << json;
+  EXPECT_EQ(json.find("[1/2]"), std::string::npos) << json;
+  const std::string piped = shell_output(bench + " 2>&1");
+  EXPECT_EQ(piped.find("[1/2]"), std::string::npos) << piped;
+}
+
 // The flash sale sells with the lock options given (--fair,
 // --max-barging-wait) and says which it used; a bad bound changes nothing.
 TEST_F(Cli, FlashSaleBenchTakesTheLockOptions) {
@@ -593,6 +616,20 @@ TEST_F(Cli, DatabaseModesAreRefusedWhereTheStockIsNotInADatabase) {
   const int status = ::pclose(p);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 64) << out;
   EXPECT_NE(out.find("'pessimistic' needs the stock in a database"), std::string::npos) << out;
+}
+
+// The demo's lock names are fresh per run: it removes the files it made
+// for them, leaving the lock directory as it found it.
+TEST_F(Cli, DemoLeavesNoLockFilesBehind) {
+  const std::string locks = dir_.path() + "/locks";
+  auto keep = dlock::connect(url())->mutex("not-the-demos");  // a lock of someone else's, kept
+  keep.lock();
+  keep.unlock();
+  auto [status, out] = dlock({"demo", "--backend", url(), "--stock", "100", "--processes", "2", "--json"}, 120s);
+  ASSERT_EQ(status, 0) << out;
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(locks)) left.push_back(entry.path().filename());
+  EXPECT_EQ(left, std::vector<std::string>{"not-the-demos.lock"}) << ::testing::PrintToString(left);
 }
 
 // The main job: with the lock (and segmented, and atomic, and on a database
