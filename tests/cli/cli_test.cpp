@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -235,6 +234,48 @@ TEST_F(Cli, QuietSaysNothingWhenTheLockIsTaken) {
     EXPECT_EQ(ran.out, "") << quiet;
   }
   holder.unlock();
+}
+
+// dlock(1) is generated from the options --help prints: every option of
+// every subcommand's --help is in it, and groff reads it without a warning.
+TEST_F(Cli, ManPageHasEveryOptionHelpShows) {
+  const std::string page = DLOCK_MAN_PAGE;
+  ASSERT_TRUE(std::ifstream(page).good()) << page;
+  EXPECT_EQ(shell_output("groff -man -ww -z -k " + page + " 2>&1"), "");
+  const std::string text = shell_output("groff -man -Tutf8 -P-cbou -k " + page + " 2>/dev/null");
+  for (const char* command : {"run", "status", "demo", "bench"}) {
+    EXPECT_NE(text.find(std::string("dlock ") + command), std::string::npos) << command;
+    std::istringstream help(dlock({command, "--help"}).second);
+    int options = 0;
+    for (std::string word; help >> word;) {
+      if (!word.starts_with("--") || word == "--") continue;
+      word = word.substr(0, word.find_first_of(",=)"));  // "-h,--help" is read as "--help"
+      if (word.size() < 3 || word.find('.') != std::string::npos) continue;
+      ++options;
+      EXPECT_NE(text.find(word), std::string::npos) << command << ": " << word << " is not in the man page";
+    }
+    EXPECT_GT(options, 1) << command;
+  }
+  for (const char* section : {"EXIT STATUS", "ENVIRONMENT", "EXAMPLES", "DLOCK_BACKEND", "XDG_RUNTIME_DIR", "127"})
+    EXPECT_NE(text.find(section), std::string::npos) << section;
+}
+
+// The bash completion: subcommands, each one's options, the store URL
+// schemes after --backend, and after run's NAME the command's own words.
+TEST_F(Cli, BashCompletionCompletesCommandsOptionsAndSchemes) {
+  if (shell_output("command -v bash").empty()) GTEST_SKIP() << "no bash";
+  auto complete = [](const std::string& words, int at) {
+    return shell_output("bash -c 'source " + std::string(DLOCK_COMPLETION) + "; COMP_WORDS=(" + words +
+                        "); COMP_CWORD=" + std::to_string(at) + "; _dlock; echo \"${COMPREPLY[*]}\"'");
+  };
+  EXPECT_EQ(complete("dlock r", 1), "run\n");
+  EXPECT_EQ(complete("dlock run --ba", 2), "--backend\n");
+  EXPECT_EQ(complete("dlock status --me", 2), "--metrics\n");
+  EXPECT_NE(complete("dlock run --backend \"\"", 3).find("file://"), std::string::npos);
+  EXPECT_EQ(complete("dlock run --backend fi", 3), "file://\n");
+  EXPECT_EQ(complete("dlock run --wait --", 3), "\n") << "a value is not an option";
+  EXPECT_NE(complete("dlock run job l", 3).find("ls"), std::string::npos) << "the command after NAME";
+  EXPECT_EQ(complete("dlock run job ls --", 4), "\n") << "the command's options are not dlock's";
 }
 
 TEST_F(Cli, RunExitCodes) {
