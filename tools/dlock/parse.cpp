@@ -41,7 +41,7 @@ std::string see_help(const CLI::App* app, const CLI::Error& e) {
 // option `run` does not have, before NAME, is refused here: without knowing
 // whether it takes a value, where NAME is can't be told.
 std::vector<std::string> with_command_separated(CLI::App& app, int argc, const char* const* argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
   std::size_t at = 0;
   while (at < args.size() && args[at].starts_with("-") && args[at] != "--") ++at;  // --help, --version
   if (at == args.size() || args[at] != "run") return args;
@@ -111,7 +111,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         throw NotUnderstood("unknown command: '" + arg + "' (commands: run, status, demo, bench)", "");
       break;
     }
-    std::vector<const char*> words{argv[0]};
+    std::vector<const char*> words{argc > 0 ? argv[0] : "dlock"};
     for (const std::string& arg : args) words.push_back(arg.c_str());
     app.parse(static_cast<int>(words.size()), words.data());
   } catch (const CLI::ParseError& e) {
