@@ -38,10 +38,10 @@
 #include <atomic>
 #include <charconv>
 #include <climits>
-#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -232,12 +232,12 @@ void close_on_exec_except(const std::vector<int>& keep) {
   ::close_range(from, ~0U, CLOSE_RANGE_CLOEXEC);
 }
 
-int run(const RunArgs& args, const RunPlan& times) {
-  const auto lease = times.lease;
-  const auto kill_after = times.kill_after;
-  const auto wait = times.wait;
-  const auto hold_at_least = times.hold_at_least;
-  const auto max_run = times.max_run;
+int run(const RunArgs& args, const RunPlan& plan) {
+  const auto lease = plan.lease;
+  const auto kill_after = plan.kill_after;
+  const auto wait = plan.wait;
+  const auto hold_at_least = plan.hold_at_least;
+  const auto max_run = plan.max_run;
 
   // Block the signals before any thread exists, so they are only ever
   // taken here with sigtimedwait (the client's threads inherit the mask).
@@ -247,8 +247,8 @@ int run(const RunArgs& args, const RunPlan& times) {
 
   // What CMD may inherit: what dlock was started with, nothing it opened since.
   const std::vector<int> inherited = open_descriptors();
-  auto client = dlock::connect(times.url);
-  Claim claim(*client, args, times);
+  auto client = dlock::connect(plan.url);
+  Claim claim(*client, args, plan);
 
   // Wait in slices so Ctrl-C or SIGTERM ends the wait.
   const auto give_up = wait ? std::chrono::steady_clock::now() + *wait : std::chrono::steady_clock::time_point::max();
