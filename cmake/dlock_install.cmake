@@ -6,8 +6,11 @@
 #   lib/<arch>/cmake/dlock/              dlockConfig.cmake + version file: find_package(dlock 0.2 CONFIG
 #                                        [COMPONENTS file sqlite postgres mysql redis zookeeper etcd]) -> dlock::dlock
 #                                        (shared) and dlock::dlock_static
-#   lib/<arch>/pkgconfig/dlock.pc        pkg-config --cflags --libs [--static] dlock
+#   lib/<arch>/pkgconfig/dlock.pc        pkg-config --cflags --libs [--static] dlock (relocatable: its
+#                                        prefix is found from where dlock.pc is)
 #   bin/dlock                            the command-line tool (dlock --help)
+#   share/man/man1/dlock.1               its man page   } generated from the tool's own option
+#   share/bash-completion/completions/dlock            } definitions (tools/dlock/docs.h)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -72,6 +75,16 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/dlockConfig.cmake.in
   PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_LIBDIR)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/dlockConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+# dlock.pc finds its prefix from where it is (${pcfiledir}), so a tree
+# installed with --prefix /opt/dlock, or a package unpacked elsewhere, needs
+# no --define-prefix: the way up from <libdir>/pkgconfig to the prefix.
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(DLOCK_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH DLOCK_PC_UP "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+  string(REGEX REPLACE "/$" "" DLOCK_PC_UP "${DLOCK_PC_UP}")
+  set(DLOCK_PC_PREFIX "\${pcfiledir}/${DLOCK_PC_UP}")
+endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/dlock.pc.in ${PROJECT_BINARY_DIR}/dlock.pc @ONLY)
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/dlock DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
@@ -83,6 +96,9 @@ install(FILES ${PROJECT_BINARY_DIR}/dlockConfig.cmake ${PROJECT_BINARY_DIR}/dloc
 install(FILES ${PROJECT_BINARY_DIR}/dlock.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 if(DLOCK_BUILD_TOOLS)
   install(TARGETS dlock_tool RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(FILES ${PROJECT_BINARY_DIR}/tools/dlock/dlock.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  install(FILES ${PROJECT_BINARY_DIR}/tools/dlock/dlock.bash
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME dlock)
 endif()
 
 # cpack -G DEB (from the build directory): one package with the library,

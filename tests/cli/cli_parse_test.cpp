@@ -42,7 +42,9 @@ TEST(CliParse, RefusesBadArgumentsNamingThem) {
   EXPECT_NE(refused({"demo", "--modes", "none,bogus"}).find("--modes: unknown mode 'bogus'"), std::string::npos);
   EXPECT_NE(refused({"demo", "--time-limit", "0s"}).find("--time-limit"), std::string::npos);
   EXPECT_NE(refused({"status", "--json", "--metrics"}).find("--metrics"), std::string::npos);
-  EXPECT_NE(refused({}).find("subcommand"), std::string::npos);
+  EXPECT_NE(refused({}).find("a command is required"), std::string::npos);
+  EXPECT_NE(refused({"run", "--permits", "0", "job", "true"}).find("--permits: must be >= 1"), std::string::npos);
+  EXPECT_NE(refused({"run", "--lease", "5ms", "job", "true"}).find("--lease: 5ms is too short"), std::string::npos);
 }
 
 TEST(CliParse, HelpAndVersionArePrintedNotRun) {
@@ -52,7 +54,22 @@ TEST(CliParse, HelpAndVersionArePrintedNotRun) {
   EXPECT_NE(help.out.find("run"), std::string::npos);
   const CommandLine version = parse({"--version"});
   EXPECT_EQ(version.exit, 0);
-  EXPECT_NE(version.out.find("dlock 0.1.0"), std::string::npos);
+  // project(dlock VERSION ...)'s, not a number of the tool's own.
+  EXPECT_EQ(version.out, "dlock " DLOCK_PROJECT_VERSION "\n");
+}
+
+// Text from a store shown on a terminal: control characters can't act on
+// it, and the columns are counted as a terminal shows them.
+TEST(CliText, ControlCharactersAreEscapedAndWidthIsCountedInColumns) {
+  EXPECT_EQ(terminal_text("jobs/nightly"), "jobs/nightly");
+  EXPECT_EQ(terminal_text("a\x1b[31mred\nx"), "a\\x1b[31mred\\x0ax");
+  EXPECT_EQ(terminal_text("del\x7f c1\xc2\x9b"), "del\\x7f c1\\xc2\\x9b");
+  EXPECT_EQ(terminal_text("bad\xff"), "bad\\xff");
+  EXPECT_EQ(terminal_text("back\\x41"), "back\\\\x41") << "a backslash in a name must not pass for an escape";
+  EXPECT_EQ(terminal_text("a…b"), "a…b");
+  EXPECT_EQ(display_width("a…b"), 3u);
+  EXPECT_EQ(display_width("锁"), 2u);
+  EXPECT_EQ(display_width("e\xcc\x81"), 1u);  // e + combining acute
 }
 
 // Port 1 on loopback refuses every connection: had parsing connected, the
@@ -61,6 +78,11 @@ TEST(CliParse, GoodArgumentsGiveACommandWithoutConnecting) {
   for (auto args : {std::initializer_list<const char*>{"run", "--backend", "redis://127.0.0.1:1", "--wait", "1s",
                                                        "job", "--", "true"},
                     std::initializer_list<const char*>{"status", "--backend", "redis://127.0.0.1:1", "--json"},
+                    // Options after NAME are the command's (as with flock(1) and env(1)).
+                    std::initializer_list<const char*>{"run", "--backend", "redis://127.0.0.1:1", "job", "ls", "-l",
+                                                       "--wait", "0"},
+                    // A flag takes no value: NAME is the word after it, and the rest is the command.
+                    std::initializer_list<const char*>{"run", "--elect", "-q", "job", "--wait", "0"},
                     std::initializer_list<const char*>{"bench", "-w", "contended", "--backend", "redis://127.0.0.1:1",
                                                        "--seconds", "1"}}) {
     const CommandLine line = parse(args);

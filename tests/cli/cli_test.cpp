@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -54,6 +55,36 @@ class Cli : public ::testing::Test {
     return {status.value_or(-1), out};
   }
 
+  struct Ran {
+    int status = -1;
+    std::string out, err;
+  };
+  // Runs dlock with args, its stdout and stderr apart, in an environment
+  // changed by `env`: "NAME=value" sets, "-NAME" unsets.
+  Ran dlock_apart(std::vector<std::string> args, std::vector<std::string> env = {}) {
+    const std::string err_file = dir_.path() + "/stderr";
+    std::vector<std::string> argv{"/usr/bin/env"};
+    for (const auto& e : env) {
+      if (e.starts_with("-")) argv.insert(argv.end(), {"-u", e.substr(1)});
+      else argv.push_back(e);
+    }
+    argv.insert(argv.end(), {"DLOCK_TEST_STDERR=" + err_file, "/bin/sh", "-c",
+                             "exec \"$0\" \"$@\" 2>\"$DLOCK_TEST_STDERR\"", DLOCK_TOOL});
+    argv.insert(argv.end(), args.begin(), args.end());
+    ChildProcess p(argv);
+    Ran ran;
+    const auto until = std::chrono::steady_clock::now() + scaled(30s);
+    while (auto line = p.read_line(std::chrono::duration_cast<std::chrono::milliseconds>(
+               until - std::chrono::steady_clock::now())))
+      ran.out += *line + "\n";
+    auto status = p.wait(scaled(5s));
+    EXPECT_TRUE(status) << "dlock did not exit";
+    ran.status = status.value_or(-1);
+    std::ifstream in(err_file);
+    ran.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return ran;
+  }
+
   std::vector<std::string> run_args(const std::string& name, std::vector<std::string> extra,
                                     std::vector<std::string> command) {
     std::vector<std::string> args{"run", "--backend", url()};
@@ -74,6 +105,177 @@ TEST_F(Cli, RunPassesTheCommandsExitStatusAndEnvironment) {
   auto second = dlock(run_args("job", {}, {"/bin/sh", "-c", "echo $DLOCK_TOKEN"}));
   EXPECT_EQ(second.first, 0);
   EXPECT_EQ(second.second, "2\n") << "tokens must increase per name";
+}
+
+// As with flock(1), env(1) and timeout(1), option parsing stops at NAME:
+// what follows is the command's, options included; "--" stays accepted.
+TEST_F(Cli, OptionsAfterTheNameBelongToTheCommand) {
+  auto echoed = dlock_apart({"run", "--backend", url(), "job", "echo", "hi", "--wait", "0"});
+  EXPECT_EQ(echoed.status, 0) << echoed.err;
+  EXPECT_EQ(echoed.out, "hi --wait 0\n");
+  auto listed = dlock_apart({"run", "--backend", url(), "job", "ls", "-d", "-l", dir_.path()});
+  EXPECT_EQ(listed.status, 0) << listed.err;
+  EXPECT_TRUE(listed.out.starts_with("d")) << listed.out;
+  auto separated = dlock_apart({"run", "--backend=" + url(), "--wait=0", "job", "--", "echo", "--", "-x"});
+  EXPECT_EQ(separated.status, 0) << separated.err;
+  EXPECT_EQ(separated.out, "-- -x\n");
+}
+
+// Every argument is checked before any connection (port 1 refuses, so a
+// check made after connecting would exit 69), refused with 64 and a message
+// naming the tool's flag, not a C++ name.
+TEST_F(Cli, BadArgumentsAreRefusedBeforeConnectingNamingTheFlag) {
+  const std::string down = "redis://127.0.0.1:1";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--permits", "0"}, "--permits"},
+      {{"--permits", "-1"}, "--permits"},
+      {{"--elect", "--permits", "2"}, "--permits"},
+      {{"--elect", "--permits", "0"}, "--permits"},
+      {{"--permits", "99999999999999999999"}, "--permits"},
+      {{"--permits", "2147483648"}, "--permits"},
+      {{"--lease", "0"}, "--lease"},
+      {{"--lease", "3ms"}, "--lease"},
+      {{"--lease", "5ms"}, "--lease"},
+      {{"--lease", "25h"}, "--lease"},
+      {{"--backend", ""}, "--backend"},
+      {{"--backend="}, "--backend"},
+      {{"--backend", "redis://127.0.0.1:x"}, "--backend"},
+  };
+  for (const auto& [flags, named] : cases) {
+    std::vector<std::string> args{"run", "--backend", down};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"job", "true"});
+    auto ran = dlock_apart(args);
+    const std::string what = ::testing::PrintToString(flags);
+    EXPECT_EQ(ran.status, 64) << what << ": " << ran.err;
+    EXPECT_NE(ran.err.find(named), std::string::npos) << what << ": " << ran.err;
+    EXPECT_EQ(ran.err.find("::"), std::string::npos) << what << " names a C++ name: " << ran.err;
+  }
+  // A lease too short to renew says the shortest, and why.
+  auto short_lease = dlock_apart({"run", "--backend", down, "--lease", "5ms", "job", "true"});
+  EXPECT_NE(short_lease.err.find("100ms"), std::string::npos) << short_lease.err;
+  EXPECT_NE(short_lease.err.find("renew"), std::string::npos) << short_lease.err;
+}
+
+// What was not understood, and where help is.
+TEST_F(Cli, UnknownOptionsAndCommandsSayWhatAndWhereHelpIs) {
+  auto option = dlock_apart({"run", "--frobnicate", "job", "true"});
+  EXPECT_EQ(option.status, 64);
+  EXPECT_NE(option.err.find("unknown option: --frobnicate"), std::string::npos) << option.err;
+  EXPECT_NE(option.err.find("dlock run --help"), std::string::npos) << option.err;
+  auto status_option = dlock_apart({"status", "--frobnicate"});
+  EXPECT_EQ(status_option.status, 64);
+  EXPECT_NE(status_option.err.find("unknown option: --frobnicate"), std::string::npos) << status_option.err;
+  EXPECT_NE(status_option.err.find("dlock status --help"), std::string::npos) << status_option.err;
+  auto command = dlock_apart({"frobnicate"});
+  EXPECT_EQ(command.status, 64);
+  EXPECT_NE(command.err.find("unknown command: 'frobnicate'"), std::string::npos) << command.err;
+  EXPECT_NE(command.err.find("dlock --help"), std::string::npos) << command.err;
+  auto none = dlock_apart({});
+  EXPECT_EQ(none.status, 64);
+  EXPECT_NE(none.err.find("dlock --help"), std::string::npos) << none.err;
+}
+
+// A sqlite:// URL naming a file that is something else is a bad argument
+// (64), said so, and the file is left as it was.
+TEST_F(Cli, SqliteUrlOfAFileThatIsNotADatabaseIsABadArgument) {
+  const std::string file = dir_.path() + "/passwd";
+  const std::string text = "root:x:0:0:root:/root:/bin/bash\n";
+  std::ofstream(file) << text;
+  auto ran = dlock_apart({"run", "--backend", "sqlite://" + file, "job", "true"});
+  EXPECT_EQ(ran.status, 64) << ran.err;
+  EXPECT_NE(ran.err.find("not a SQLite database"), std::string::npos) << ran.err;
+  std::ifstream in(file);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), text);
+}
+
+// The default store in $XDG_RUNTIME_DIR, however the path is spelt.
+TEST_F(Cli, DefaultStoreTakesXdgRuntimeDirWithATrailingSlash) {
+  for (const std::string& runtime : {dir_.path() + "/", dir_.path() + "//", dir_.path() + "/./"}) {
+    auto ran = dlock_apart({"run", "job", "--", "/bin/sh", "-c", "echo ok"},
+                           {"-DLOCK_BACKEND", "XDG_RUNTIME_DIR=" + runtime});
+    EXPECT_EQ(ran.status, 0) << runtime << ": " << ran.err;
+    EXPECT_EQ(ran.out, "ok\n") << runtime;
+    struct stat st {};
+    EXPECT_EQ(::stat((dir_.path() + "/dlock").c_str(), &st), 0) << runtime << ": not the store's directory";
+  }
+  // "/" is nobody's runtime directory: the per-user fallback is used.
+  auto root = dlock_apart({"run", "job", "--", "/bin/sh", "-c", "echo ok"}, {"-DLOCK_BACKEND", "XDG_RUNTIME_DIR=/"});
+  EXPECT_EQ(root.status, 0) << root.err;
+  EXPECT_EQ(root.out, "ok\n");
+}
+
+// As env(1) and timeout(1): 127 / 126, and a message naming the command.
+TEST_F(Cli, CommandNotFoundOrNotExecutableIsNamed) {
+  auto missing = dlock_apart(run_args("x", {}, {"/nonexistent/command"}));
+  EXPECT_EQ(missing.status, 127);
+  EXPECT_NE(missing.err.find("/nonexistent/command"), std::string::npos) << missing.err;
+  const std::string script = dir_.path() + "/not-executable";
+  std::ofstream(script) << "#!/bin/sh\necho ran\n";
+  ::chmod(script.c_str(), 0600);
+  auto denied = dlock_apart(run_args("x", {}, {script}));
+  EXPECT_EQ(denied.status, 126);
+  EXPECT_NE(denied.err.find(script), std::string::npos) << denied.err;
+  EXPECT_EQ(denied.out, "");
+}
+
+// Cron mails whatever a job writes: with -q a skipped run is silent (the
+// exit status still says 75).
+TEST_F(Cli, QuietSaysNothingWhenTheLockIsTaken) {
+  auto holder = dlock::connect(url())->mutex("busy");
+  holder.lock();
+  auto loud = dlock_apart(run_args("busy", {"--wait", "0"}, {"/bin/true"}));
+  EXPECT_EQ(loud.status, 75);
+  EXPECT_NE(loud.err, "");
+  for (const char* quiet : {"-q", "--quiet"}) {
+    auto ran = dlock_apart(run_args("busy", {quiet, "--wait", "0"}, {"/bin/true"}));
+    EXPECT_EQ(ran.status, 75) << quiet;
+    EXPECT_EQ(ran.err, "") << quiet;
+    EXPECT_EQ(ran.out, "") << quiet;
+  }
+  holder.unlock();
+}
+
+// dlock(1) is generated from the options --help prints: every option of
+// every subcommand's --help is in it, and groff reads it without a warning.
+TEST_F(Cli, ManPageHasEveryOptionHelpShows) {
+  const std::string page = DLOCK_MAN_PAGE;
+  ASSERT_TRUE(std::ifstream(page).good()) << page;
+  EXPECT_EQ(shell_output("groff -man -ww -z -k " + page + " 2>&1"), "");
+  const std::string text = shell_output("groff -man -Tutf8 -P-cbou -k " + page + " 2>/dev/null");
+  for (const char* command : {"run", "status", "demo", "bench"}) {
+    EXPECT_NE(text.find(std::string("dlock ") + command), std::string::npos) << command;
+    std::istringstream help(dlock({command, "--help"}).second);
+    int options = 0;
+    for (std::string word; help >> word;) {
+      if (!word.starts_with("--") || word == "--") continue;
+      word = word.substr(0, word.find_first_of(",=)"));  // "-h,--help" is read as "--help"
+      if (word.size() < 3 || word.find('.') != std::string::npos) continue;
+      ++options;
+      EXPECT_NE(text.find(word), std::string::npos) << command << ": " << word << " is not in the man page";
+    }
+    EXPECT_GT(options, 1) << command;
+  }
+  for (const char* section : {"EXIT STATUS", "ENVIRONMENT", "EXAMPLES", "DLOCK_BACKEND", "XDG_RUNTIME_DIR", "127"})
+    EXPECT_NE(text.find(section), std::string::npos) << section;
+}
+
+// The bash completion: subcommands, each one's options, the store URL
+// schemes after --backend, and after run's NAME the command's own words.
+TEST_F(Cli, BashCompletionCompletesCommandsOptionsAndSchemes) {
+  if (shell_output("command -v bash").empty()) GTEST_SKIP() << "no bash";
+  auto complete = [](const std::string& words, int at) {
+    return shell_output("bash -c 'source " + std::string(DLOCK_COMPLETION) + "; COMP_WORDS=(" + words +
+                        "); COMP_CWORD=" + std::to_string(at) + "; _dlock; echo \"${COMPREPLY[*]}\"'");
+  };
+  EXPECT_EQ(complete("dlock r", 1), "run\n");
+  EXPECT_EQ(complete("dlock run --ba", 2), "--backend\n");
+  EXPECT_EQ(complete("dlock status --me", 2), "--metrics\n");
+  EXPECT_NE(complete("dlock run --backend \"\"", 3).find("file://"), std::string::npos);
+  EXPECT_EQ(complete("dlock run --backend fi", 3), "file://\n");
+  EXPECT_EQ(complete("dlock run --wait --", 3), "\n") << "a value is not an option";
+  EXPECT_NE(complete("dlock run job l", 3).find("ls"), std::string::npos) << "the command after NAME";
+  EXPECT_EQ(complete("dlock run job ls --", 4), "\n") << "the command's options are not dlock's";
 }
 
 TEST_F(Cli, RunExitCodes) {
@@ -215,6 +417,27 @@ TEST_F(Cli, BenchSecondsTakesAPlainNumber) {
   EXPECT_EQ(dlock({"bench", "--backend", url(), "--workload", "uncontended", "--seconds", "0"}).first, 64);
 }
 
+// On a terminal (script(1) gives it one) bench says first how long the
+// whole run may take, then a line per phase as it starts; with --json, or
+// without a terminal, only the results.
+TEST_F(Cli, BenchStatesItsLengthAndEachPhaseOnATerminal) {
+  if (shell_output("command -v script").empty()) GTEST_SKIP() << "no script(1) to give dlock a terminal";
+  const std::string bench = std::string(DLOCK_TOOL) + " bench --backend " + url() +
+                            " --workload uncontended --seconds 0.2 --max-ops 50";
+  const std::string watched = shell_output("script -qec '" + bench + "' /dev/null");
+  const auto plan = watched.find("at most 0.4 s in all");
+  ASSERT_NE(plan, std::string::npos) << watched;
+  EXPECT_LT(plan, watched.find("[1/2] lock+unlock")) << watched;
+  EXPECT_LT(watched.find("[1/2] lock+unlock"), watched.find("[2/2] raw round trips")) << watched;
+  EXPECT_LT(watched.find("[2/2] raw round trips"), watched.find("lock+unlock/s")) << "progress after the results:\n"
+                                                                                    << watched;
+  const std::string json = shell_output("script -qec '" + bench + " --json' /dev/null");
+  EXPECT_TRUE(json.starts_with("{\"workload\"")) << json;
+  EXPECT_EQ(json.find("[1/2]"), std::string::npos) << json;
+  const std::string piped = shell_output(bench + " 2>&1");
+  EXPECT_EQ(piped.find("[1/2]"), std::string::npos) << piped;
+}
+
 // The flash sale sells with the lock options given (--fair,
 // --max-barging-wait) and says which it used; a bad bound changes nothing.
 TEST_F(Cli, FlashSaleBenchTakesTheLockOptions) {
@@ -286,6 +509,28 @@ TEST_F(Cli, LostLockStopsWhatTheCommandStartedToo) {
   EXPECT_FALSE(process_alive(grandchild)) << "a process the command started outlived the lost lock";
 }
 
+// On file:// the kernel drops a dead holder's lock at once, but a holder
+// that is stopped (SIGSTOP, a frozen VM) keeps its descriptors: there the
+// lease is what frees the lock, as on every leased store. Another run gets
+// it after --lease while the first command still runs; when the first
+// dlock resumes it finds its lock lost and terminates its command (76).
+// docs/cli.md says so.
+TEST_F(Cli, StoppedHolderOnFileLosesTheLockAfterItsLease) {
+  auto args = run_args("stopped", {"--lease", "1s", "--kill-after", "300ms"},
+                       {"/bin/sh", "-c", "echo started; exec sleep 30"});
+  args.insert(args.begin(), DLOCK_TOOL);
+  ChildProcess first(args);
+  ASSERT_EQ(first.read_line(scaled(10s)), "started");
+  ASSERT_TRUE(stop_process(first.pid()));
+  const auto stopped = std::chrono::steady_clock::now();
+  auto second = dlock(run_args("stopped", {"--wait", "20s"}, {"/bin/sh", "-c", "echo second"}));
+  EXPECT_EQ(second.first, 0);
+  EXPECT_EQ(second.second, "second\n");
+  EXPECT_GE(std::chrono::steady_clock::now() - stopped, 900ms) << "the lock was free before the lease ran out";
+  first.signal(SIGCONT);
+  EXPECT_EQ(first.wait(scaled(10s)), std::optional<int>(76)) << "the resumed holder did not see its lock lost";
+}
+
 TEST_F(Cli, KilledDlockTakesTheCommandWithItAndFreesTheLock) {
   auto args = run_args("orphan", {}, {"/bin/sh", "-c", "echo $$; exec sleep 30"});
   args.insert(args.begin(), DLOCK_TOOL);
@@ -313,6 +558,67 @@ TEST_F(Cli, StatusShowsHeldLocks) {
   EXPECT_NE(out.find("\"token\":" + std::to_string(m.token())), std::string::npos) << out;
   m.unlock();
   EXPECT_EQ(dlock({"status", "--backend", url(), "--json", "status/"}).second, "[]\n");
+}
+
+// The columns line up on a terminal whatever the names hold: padded by the
+// columns text takes ("…" is three bytes, one column), not by its bytes.
+TEST_F(Cli, StatusAlignsColumnsByDisplayWidth) {
+  auto c = dlock::connect(url());
+  auto wide = c->mutex("status/a…b…c");
+  auto plain = c->mutex("status/plain");
+  wide.lock();
+  plain.lock();
+  auto [status, out] = dlock({"status", "--backend", url(), "status/"});
+  EXPECT_EQ(status, 0) << out;
+  // The column (in characters, all of width 1 here) where each line's second field starts.
+  auto kind_column = [](const std::string& line) {
+    std::size_t at = line.find(' ');
+    at = line.find_first_not_of(' ', at);
+    return static_cast<std::size_t>(std::count_if(line.begin(), line.begin() + static_cast<long>(at),
+                                                  [](char ch) { return (static_cast<unsigned char>(ch) & 0xc0) != 0x80; }));
+  };
+  std::istringstream lines(out);
+  std::vector<std::size_t> columns;
+  for (std::string line; std::getline(lines, line);) columns.push_back(kind_column(line));
+  ASSERT_EQ(columns.size(), 3u) << out;
+  EXPECT_EQ(columns[1], columns[0]) << out;
+  EXPECT_EQ(columns[2], columns[0]) << out;
+  wide.unlock();
+  plain.unlock();
+}
+
+// A lock directory the store can't write to is unusable, and `run`,
+// `status` and `status --metrics` all say so and why (69), none "no locks
+// held". A read-only bind mount in a mount namespace of its own (root may
+// write where the permission bits forbid it); skipped where that can't be made.
+TEST_F(Cli, ReadOnlyLockDirectoryIsUnusableToEveryCommand) {
+  const std::string locks = dir_.path() + "/ro";
+  ASSERT_EQ(::mkdir(locks.c_str(), 0700), 0);
+  if (shell_output("unshare -m sh -c 'mount --bind " + locks + " " + locks + " && echo ok' 2>/dev/null") != "ok\n")
+    GTEST_SKIP() << "no mount namespace here (needs root and unshare)";
+  const std::string tool = DLOCK_TOOL, store = "file://" + locks;
+  const std::string script = "mount --bind " + locks + " " + locks + " && mount -o remount,bind,ro " + locks + " && " +
+                             tool + " run --backend " + store + " job true 2>&1; echo \"exit $?\"; " + tool +
+                             " status --backend " + store + " 2>&1; echo \"exit $?\"; " + tool + " status --backend " +
+                             store + " --metrics 2>&1 | grep -v \"^#\"; echo \"exit ${PIPESTATUS:-$?}\"";
+  const std::string out = shell_output("unshare -m bash -c '" + script + "'");
+  std::istringstream lines(out);
+  std::vector<std::string> said;
+  std::string text;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("exit ")) {
+      said.push_back(text + line);
+      text.clear();
+    } else {
+      text += line + "\n";
+    }
+  }
+  ASSERT_EQ(said.size(), 3u) << out;
+  for (const std::string& answer : said) {
+    EXPECT_NE(answer.find("Read-only file system"), std::string::npos) << answer;
+    EXPECT_NE(answer.find("exit 69"), std::string::npos) << answer;
+    EXPECT_EQ(answer.find("no locks held"), std::string::npos) << answer;
+  }
 }
 
 TEST_F(Cli, StatusMetricsCountsHeldLocksAndReportsADeadStoreAsDown) {
@@ -351,6 +657,20 @@ TEST_F(Cli, DatabaseModesAreRefusedWhereTheStockIsNotInADatabase) {
   const int status = ::pclose(p);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 64) << out;
   EXPECT_NE(out.find("'pessimistic' needs the stock in a database"), std::string::npos) << out;
+}
+
+// The demo's lock names are fresh per run: it removes the files it made
+// for them, leaving the lock directory as it found it.
+TEST_F(Cli, DemoLeavesNoLockFilesBehind) {
+  const std::string locks = dir_.path() + "/locks";
+  auto keep = dlock::connect(url())->mutex("not-the-demos");  // a lock of someone else's, kept
+  keep.lock();
+  keep.unlock();
+  auto [status, out] = dlock({"demo", "--backend", url(), "--stock", "100", "--processes", "2", "--json"}, 120s);
+  ASSERT_EQ(status, 0) << out;
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(locks)) left.push_back(entry.path().filename());
+  EXPECT_EQ(left, std::vector<std::string>{"not-the-demos.lock"}) << ::testing::PrintToString(left);
 }
 
 // The main job: with the lock (and segmented, and atomic, and on a database

@@ -2,7 +2,10 @@
 # Installs dlock from a build tree (or unpacks its Debian package) into a
 # throw-away root and builds examples/basic.cpp against it from outside the
 # tree, the three ways a user would: find_package (shared and static) and
-# pkg-config. Runs each program on a file:// lock directory.
+# pkg-config (as installed, without --define-prefix: dlock.pc finds its
+# prefix from where it is). Runs each program on a file:// lock directory.
+# Checks the tool's man page and bash completion are where man and bash
+# look for them.
 # Usage: consume.sh install|deb SOURCE_DIR BUILD_DIR
 set -euo pipefail
 mode=$1 src=$2 build=$3
@@ -27,6 +30,9 @@ case $mode in
     done
     contents=$(dpkg-deb -c "$deb")
     [[ $contents == *" ./usr/bin/dlock"* ]] || fail "the package has no /usr/bin/dlock"
+    [[ $contents == *" ./usr/share/man/man1/dlock.1"* ]] || fail "the package has no dlock(1)"
+    [[ $contents == *" ./usr/share/bash-completion/completions/dlock"* ]] ||
+      fail "the package has no bash completion for dlock"
     dpkg -x "$deb" "$work/root"   # a throw-away root; the machine's packages are untouched
     prefix=$work/root/usr
     ;;
@@ -72,15 +78,45 @@ if out=$(cmake -S "$src/tests/install/consumer" -B "$work/cmake-missing" -DCMAKE
 fi
 [[ $out == *"without the 'consul' backend"* ]] || fail "a missing component's message does not name it: $out"
 
-# 2. pkg-config (a package unpacked elsewhere than its prefix: --define-prefix).
+# 2. pkg-config, as a user calls it: the tree was installed (or the package
+# unpacked) elsewhere than the prefix it was configured with, and dlock.pc
+# must point into this tree anyway, without --define-prefix.
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 pkg-config --exists dlock || fail "pkg-config does not find dlock.pc"
-[[ $(pkg-config --modversion dlock) == 0.2.* ]] || fail "dlock.pc has version $(pkg-config --modversion dlock)"
-static_libs=$(pkg-config --define-prefix --static --libs dlock)
+version=$(sed -n 's/^project(dlock VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+[[ $(pkg-config --modversion dlock) == "$version" ]] ||
+  fail "dlock.pc has version $(pkg-config --modversion dlock), the project $version"
+[[ $(LD_LIBRARY_PATH=$libdir "$prefix/bin/dlock" --version) == "dlock $version" ]] ||
+  fail "dlock --version says $("$prefix/bin/dlock" --version), the project $version"
+real_prefix=$(cd "$prefix" && pwd -P)
+for variable in includedir libdir; do
+  path=$(pkg-config --variable=$variable dlock)
+  [[ -d $path && $(cd "$path" && pwd -P) == "$real_prefix"/* ]] ||
+    fail "dlock.pc's $variable is outside the installed tree: $path (tree: $prefix)"
+  [[ " $(pkg-config --cflags --libs dlock) " == *" -"[IL]"$path "* ]] ||
+    fail "pkg-config --cflags --libs dlock does not use its $variable $path"
+done
+static_libs=$(pkg-config --static --libs dlock)
 [[ $static_libs == *-lhiredis* && $static_libs == *-lzookeeper_mt* && $static_libs == *-lpq* &&
    $static_libs == *-lmariadb* && $static_libs == *-lgrpc++* ]] ||
   fail "pkg-config --static --libs dlock does not name the store clients: $static_libs"
 # shellcheck disable=SC2046
-g++ -o "$work/basic_pc" "$example" $(pkg-config --define-prefix --cflags --libs dlock)
+g++ -o "$work/basic_pc" "$example" $(pkg-config --cflags --libs dlock)
 expect_runs "$work/basic_pc"
+
+# 3. The tool's man page and bash completion, where man and bash-completion
+# look under the prefix.
+page=$prefix/share/man/man1/dlock.1
+[[ -s $page ]] || fail "no man page at $page"
+warnings=$(groff -man -ww -z -k "$page" 2>&1) || fail "groff could not read dlock.1"
+[[ -z $warnings ]] || fail "dlock.1 has roff warnings: $warnings"
+text=$(MANWIDTH=200 man -l "$page" 2>/dev/null)
+for part in "dlock run" "dlock status" "dlock demo" "dlock bench" "EXIT STATUS" ENVIRONMENT EXAMPLES \
+            --backend --lease --quiet "dlock $version"; do
+  [[ $text == *"$part"* ]] || fail "dlock(1) does not mention '$part'"
+done
+completion=$prefix/share/bash-completion/completions/dlock
+[[ -s $completion ]] || fail "no bash completion at $completion"
+completed=$(bash -c 'source "$1"; COMP_WORDS=(dlock run --le); COMP_CWORD=2; _dlock; echo "${COMPREPLY[*]}"' _ "$completion")
+[[ $completed == --lease ]] || fail "the completion of 'dlock run --le' is '$completed'"
 echo "consume.sh $mode: ok"

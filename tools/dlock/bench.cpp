@@ -44,6 +44,7 @@ namespace {
 
 struct BenchArgs {
   std::string backend;
+  std::string url;  // store_url's
   std::string workload;
   int processes = 0;  // 0: the workload's default
   int threads = 0;    // 0: the workload's default
@@ -63,6 +64,40 @@ struct BenchArgs {
   std::string lease = "1s";
   std::string max_barging_wait;  // empty: MutexOptions' default
   int in_flight = 1000;
+};
+
+// What a person at a terminal sees while the bench runs: first how long the
+// whole run may take, then a line as each phase starts, so a run of
+// several times --seconds is not silent until the end. Nothing without a
+// terminal on stderr, nothing with --json; on stderr, so what stdout gets
+// is the same whether or not someone watches.
+class Progress {
+ public:
+  explicit Progress(bool json) : on_(!json && ::isatty(STDERR_FILENO)) {}
+
+  // `phases` phases, the run taking at most `longest` (zero: not known up front).
+  void plan(const std::string& workload, int phases, std::chrono::milliseconds longest, const std::string& why) {
+    phases_ = phases;
+    if (!on_) return;
+    std::string line = "dlock bench " + workload + ": " + std::to_string(phases) + (phases == 1 ? " phase" : " phases");
+    if (longest.count()) line += ", at most " + seconds_text(longest) + " in all";
+    if (!why.empty()) line += " (" + why + ")";
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  void phase(const std::string& what) {
+    ++at_;
+    if (on_) std::fprintf(stderr, "  [%d/%d] %s\n", at_, phases_, what.c_str());
+  }
+  static std::string seconds_text(std::chrono::milliseconds d) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000);
+    return buf;
+  }
+
+ private:
+  bool on_;
+  int phases_ = 0;
+  int at_ = 0;
 };
 
 // What the shared key protects, in memory every process sees.
@@ -93,6 +128,7 @@ struct LoopConfig {
   std::string primitive = "mutex";
   int read_percent = 0;  // sections that only read the counter (shared: under the read lock)
   int permits = 4;
+  Progress* progress = nullptr;  // told as each phase starts (in this process only)
 };
 
 // The lock under test, one per thread.
@@ -275,6 +311,9 @@ LoopResult run_lock_loop(const LoopConfig& config) {
 
   // The reference: as many round trips as the locks made (two each), same parallelism.
   const auto workers = static_cast<std::uint64_t>(config.processes * config.threads);
+  if (config.progress)
+    config.progress->phase("raw round trips, the reference: Client::ping() as many times as the locks took, up to " +
+                           Progress::seconds_text(config.seconds));
   if (r.ops > 0) r.raw = measure_raw(config, (2 * r.ops + workers - 1) / workers);
   return r;
 }
@@ -379,8 +418,13 @@ int flash_sale_bench(const BenchArgs& args, const std::string& backend, std::chr
   config.product = fresh_product_name("sku-bench");
   config.stock_in = args.stock_in.empty() ? default_stock_store(backend) : args.stock_in;
   config.lock_options = lock_options_of(args);
+  Progress progress(args.json);
+  progress.plan("flash-sale", 2, 2 * seconds, "each mode sells until sold out or --seconds");
   std::vector<SaleResult> results;
-  for (SaleMode m : {SaleMode::dlock, SaleMode::segmented}) results.push_back(run_sale(config, m));
+  for (SaleMode m : {SaleMode::dlock, SaleMode::segmented}) {
+    progress.phase(std::string("selling with mode ") + to_string(m) + ", up to " + Progress::seconds_text(seconds));
+    results.push_back(run_sale(config, m));
+  }
   bool broken = false;
   for (const auto& r : results)
     if (r.oversold > 0 || (!r.time_limit_hit && !r.exact(config.stock))) broken = true;
@@ -463,7 +507,12 @@ int failover_bench(const BenchArgs& args, const std::string& backend, std::chron
   }
   std::vector<double> took_ms;
   const auto give_up = steady::now() + seconds * args.rounds + std::chrono::seconds(30);
+  Progress progress(args.json);
+  progress.plan("failover", args.rounds, std::chrono::duration_cast<std::chrono::milliseconds>(give_up - steady::now()),
+                "a round ends when the killed leader's successor leads: about --lease, " +
+                    Progress::seconds_text(lease) + ", on a leased store");
   for (int round = 0; round < args.rounds && steady::now() < give_up; ++round) {
+    progress.phase("round " + std::to_string(round + 1) + ": the leader killed, its successor waiting");
     const std::string name = key + ":" + std::to_string(round);
     Leader& leader = leaders[static_cast<std::size_t>(round)];
     char byte = 0;
@@ -516,6 +565,9 @@ int failover_bench(const BenchArgs& args, const std::string& backend, std::chron
 // --seconds. Reported: acquisitions/s over the acquire phases (start of the
 // first call to the last completion), and lock+unlock/s over the whole run.
 int async_bench(const BenchArgs& args, const std::string& backend, std::chrono::milliseconds seconds) {
+  Progress progress(args.json);
+  progress.plan("async", 1, seconds, "");
+  progress.phase("async_lock() rounds for " + Progress::seconds_text(seconds));
   auto client = dlock::connect(backend);
   const int n = args.in_flight;
   const std::string stem = "bench-" + std::to_string(::getpid()) + ":async:";
@@ -600,14 +652,14 @@ std::chrono::milliseconds check_bench(const BenchArgs& args) {
   if (args.workload == "uncontended" && ((args.processes && args.processes != 1) || (args.threads && args.threads != 1)))
     throw CLI::ValidationError("--workload uncontended: is one process and one thread by definition");
   if (args.workload == "contended" && args.counter_in == "redis" &&
-      default_stock_store(args.backend.empty() ? default_backend() : args.backend) != "redis")
+      default_stock_store(args.url) != "redis")
     throw CLI::ValidationError("--counter-in redis: needs a redis:// backend (the counter lives in its server)");
   return seconds;
 }
 
 // (`args` passed check_bench.)
 int bench(const BenchArgs& args, std::chrono::milliseconds seconds) {
-  const std::string backend = args.backend.empty() ? default_backend() : args.backend;
+  const std::string& backend = args.url;
   if (args.workload == "flash-sale") return flash_sale_bench(args, backend, seconds);
   if (args.workload == "failover") return failover_bench(args, backend, seconds);
   if (args.workload == "async") return async_bench(args, backend, seconds);
@@ -634,6 +686,12 @@ int bench(const BenchArgs& args, std::chrono::milliseconds seconds) {
     c.processes = args.processes ? args.processes : 1;
     c.threads = args.threads ? args.threads : 4;
   }
+  Progress progress(args.json);
+  c.progress = &progress;
+  progress.plan(args.workload, 2, 2 * seconds, "the locks for --seconds, then the raw round trips to compare");
+  progress.phase("lock+unlock with " + std::to_string(c.processes) + (c.processes == 1 ? " process × " : " processes × ") +
+                 std::to_string(c.threads) + (c.threads == 1 ? " thread" : " threads") + ", up to " +
+                 Progress::seconds_text(seconds));
   LoopResult r = run_lock_loop(c);
   print_loop(args.workload, c, r, args.json);
   return r.lost_updates == 0 ? 0 : 1;
@@ -644,7 +702,9 @@ int bench(const BenchArgs& args, std::chrono::milliseconds seconds) {
 void add_bench(CLI::App& app, Chosen& chosen) {
   auto args = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Measure lock throughput and latency against the store's raw round trips");
-  cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)");
+  auto* backend =
+      cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)")
+          ->type_name("URL");
   cmd->add_option("--workload,-w", args->workload,
                   "uncontended | contended | flash-sale | many-keys | failover | async")
       ->required()
@@ -683,7 +743,8 @@ void add_bench(CLI::App& app, Chosen& chosen) {
   cmd->add_flag("--fair", args->fair, "Lock with MutexOptions::fair (FIFO waiters; backends with a queue only)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->footer("Exit status: 0; 1 if mutual exclusion failed (lost updates or oversold); 70 if a worker failed.");
-  cmd->callback([args, &chosen] {
+  cmd->callback([args, backend, &chosen] {
+    args->url = store_url(args->backend, backend->count() > 0);
     const auto seconds = check_bench(*args);
     chosen = [args, seconds] { return bench(*args, seconds); };
   });

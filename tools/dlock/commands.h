@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -31,8 +32,15 @@ void add_demo(CLI::App& app, Chosen& chosen);
 void add_bench(CLI::App& app, Chosen& chosen);
 
 // DLOCK_BACKEND if set, else the file backend in a per-user directory
-// ($XDG_RUNTIME_DIR/dlock, or /tmp/dlock-<uid>).
+// ($XDG_RUNTIME_DIR/dlock, or /tmp/dlock-<uid>). Reads only the environment.
 std::string default_backend();
+
+// The store URL a subcommand uses: `backend` if --backend was given
+// (`given`), else default_backend(); checked without connecting (it parses,
+// and this build has its scheme). Throws CLI::ValidationError naming
+// --backend (or DLOCK_BACKEND) if not: an empty --backend is refused, not
+// taken for the default.
+std::string store_url(const std::string& backend, bool given);
 
 // A store URL fit to print: its password replaced by "***" (the text as
 // given if it does not parse).
@@ -43,6 +51,16 @@ std::chrono::milliseconds duration_arg(const std::string& text, std::string_view
 
 // JSON string literal with escapes.
 std::string json_string(std::string_view s);
+
+// `s` (text read from a store) fit for a terminal: control characters and
+// bytes that are not UTF-8 as \xNN, a backslash doubled; a name in the
+// store can't move the cursor, recolour the screen or break a line.
+std::string terminal_text(std::string_view s);
+
+// The columns `s` (UTF-8) takes on a terminal: one per character, two for
+// East Asian wide ones, none for combining marks; a byte that is not UTF-8
+// counts one (terminal_text escapes it anyway).
+std::size_t display_width(std::string_view s);
 
 // A Prometheus label value, quoted: backslash, double quote and newline escaped.
 std::string prometheus_label(std::string_view s);

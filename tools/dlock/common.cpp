@@ -3,18 +3,61 @@
 #include "core/duration.h"
 #include "core/url.h"
 
+#include <dlock/dlock.h>
+
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 namespace dlock::cli {
 
+namespace {
+
+// $XDG_RUNTIME_DIR as the plain absolute path the file backend takes:
+// "/run/user/1000/" and "/run/user//1000" name "/run/user/1000". Empty when
+// it is unset, relative, climbs with "..", or is "/" itself (the root
+// directory is nobody's runtime directory): the caller falls back to /tmp.
+std::string runtime_dir() {
+  const char* env = std::getenv("XDG_RUNTIME_DIR");
+  if (!env || *env != '/') return "";
+  std::string dir;
+  for (std::string_view rest = env; !rest.empty();) {
+    const std::size_t slash = rest.find('/');
+    const std::string_view segment = rest.substr(0, slash);
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    if (segment.empty() || segment == ".") continue;
+    if (segment == "..") return "";
+    dir += '/';
+    dir += segment;
+  }
+  return dir;
+}
+
+}  // namespace
+
 std::string default_backend() {
   if (const char* env = std::getenv("DLOCK_BACKEND"); env && *env) return env;
-  if (const char* run = std::getenv("XDG_RUNTIME_DIR"); run && *run == '/')
-    return std::string("file://") + run + "/dlock";
+  if (const std::string run = runtime_dir(); !run.empty()) return "file://" + run + "/dlock";
   return "file:///tmp/dlock-" + std::to_string(::getuid());
+}
+
+std::string store_url(const std::string& backend, bool given) {
+  if (given && backend.empty())
+    throw CLI::ValidationError("--backend: empty; give a store URL (file:///dir, sqlite:///file.db, redis://host, "
+                               "...) or leave --backend out for the default store");
+  const std::string url = given ? backend : default_backend();
+  const char* env = std::getenv("DLOCK_BACKEND");
+  const std::string source = given ? "--backend" : env && *env ? "DLOCK_BACKEND" : "the default store";
+  auto parsed = detail::parse_url(url);
+  if (!parsed) throw CLI::ValidationError(source + ": " + parsed.status().message());
+  std::string schemes;
+  for (const std::string& scheme : dlock::backends()) {
+    if (scheme == parsed->scheme) return url;
+    schemes += (schemes.empty() ? "" : ", ") + scheme;
+  }
+  throw CLI::ValidationError(source + ": unknown scheme '" + parsed->scheme + "' (this dlock has " + schemes + ")");
 }
 
 std::string printable_url(const std::string& url) {
@@ -47,6 +90,73 @@ std::string json_string(std::string_view s) {
     }
   }
   return out + "\"";
+}
+
+namespace {
+
+// The code point UTF-8 starts with at `s[at]` and its length in bytes;
+// length 0 if the bytes there are not UTF-8 (overlong, surrogate, cut short).
+std::pair<char32_t, std::size_t> decode_utf8(std::string_view s, std::size_t at) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char lead = byte(at);
+  if (lead < 0x80) return {lead, 1};
+  const std::size_t length = lead >= 0xf0 && lead <= 0xf4 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc2 && lead < 0xe0 ? 2 : 0;
+  if (length == 0 || at + length > s.size()) return {0, 0};
+  char32_t c = lead & (0x7f >> length);
+  for (std::size_t i = 1; i < length; ++i) {
+    if ((byte(at + i) & 0xc0) != 0x80) return {0, 0};
+    c = (c << 6) | (byte(at + i) & 0x3f);
+  }
+  const char32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (c < least[length] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return {0, 0};
+  return {c, length};
+}
+
+// Columns a code point takes on a terminal: 0 for combining marks and
+// zero-width ones, 2 for the East Asian wide ranges (CJK, Hangul, full-width
+// forms, emoji), else 1.
+std::size_t columns(char32_t c) {
+  if ((c >= 0x300 && c <= 0x36f) || (c >= 0x200b && c <= 0x200f) || (c >= 0xfe00 && c <= 0xfe0f)) return 0;
+  if ((c >= 0x1100 && c <= 0x115f) || (c >= 0x2e80 && c <= 0xa4cf) || (c >= 0xac00 && c <= 0xd7a3) ||
+      (c >= 0xf900 && c <= 0xfaff) || (c >= 0xfe30 && c <= 0xfe4f) || (c >= 0xff00 && c <= 0xff60) ||
+      (c >= 0xffe0 && c <= 0xffe6) || (c >= 0x1f300 && c <= 0x1faff) || (c >= 0x20000 && c <= 0x3fffd))
+    return 2;
+  return 1;
+}
+
+}  // namespace
+
+std::string terminal_text(std::string_view s) {
+  std::string out;
+  for (std::size_t at = 0; at < s.size();) {
+    const auto [c, length] = decode_utf8(s, at);
+    if (length == 0 || c < 0x20 || c == 0x7f || (c >= 0x80 && c <= 0x9f)) {
+      // A control character (or a byte that is not UTF-8), escaped: each
+      // byte of it as \xNN.
+      const std::size_t n = length ? length : 1;
+      for (std::size_t i = 0; i < n; ++i) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(s[at + i]));
+        out += buf;
+      }
+      at += n;
+      continue;
+    }
+    if (c == '\\') out += '\\';  // so an escape in the text can't pass for one of ours
+    out.append(s.substr(at, length));
+    at += length;
+  }
+  return out;
+}
+
+std::size_t display_width(std::string_view s) {
+  std::size_t width = 0;
+  for (std::size_t at = 0; at < s.size();) {
+    const auto [c, length] = decode_utf8(s, at);
+    width += length ? columns(c) : 1;
+    at += length ? length : 1;
+  }
+  return width;
 }
 
 std::string prometheus_label(std::string_view s) {

@@ -11,8 +11,11 @@
 #include "stock_store.h"
 #include "latency.h"
 
+#include "core/url.h"
+
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -22,6 +25,7 @@ namespace {
 
 struct DemoArgs {
   std::string backend;
+  bool backend_given = false;
   int processes = 4;
   int threads = 2;
   std::int64_t stock = 5000;
@@ -93,7 +97,7 @@ struct DemoPlan {
 DemoPlan plan_demo(const DemoArgs& args) {
   DemoPlan plan;
   SaleConfig& config = plan.config;
-  config.backend = args.backend.empty() ? default_backend() : args.backend;
+  config.backend = store_url(args.backend, args.backend_given);
   config.processes = args.processes;
   config.threads = args.threads;
   config.stock = args.stock;
@@ -121,6 +125,23 @@ DemoPlan plan_demo(const DemoArgs& args) {
       if (transactions || !needs_transactions(m)) modes.push_back(m);
 
   return plan;
+}
+
+// On file:// each lock name the sale used (the product's and its segments')
+// is a file in the lock directory, kept there after its last holder so its
+// fencing tokens keep increasing. The demo's names are fresh per run and
+// never used again: remove them, or every run leaves its lock files behind.
+// Called once every worker process has exited, so none is held.
+void remove_lock_files(const std::string& backend, const std::string& product) {
+  auto url = detail::parse_url(backend);
+  if (!url || url->scheme != "file") return;
+  // The stem ("flash-<pid>-<ms>") needs no escaping in a file name, and no
+  // other run's names start with it.
+  const std::string stem = product.substr(0, product.find(':'));
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(url->path, ec))
+    if (entry.is_regular_file(ec) && entry.path().filename().string().starts_with(stem))
+      std::filesystem::remove(entry.path(), ec);
 }
 
 int demo(const DemoArgs& args, DemoPlan plan) {
@@ -169,6 +190,7 @@ int demo(const DemoArgs& args, DemoPlan plan) {
                 "\"<product>:seg:<i>\".\n",
                 config.segments);
   }
+  remove_lock_files(config.backend, config.product);
   // A locking mode that is not exact is a bug in dlock (or an incomplete run): say so in the exit status.
   return broken ? 1 : 0;
 }
@@ -178,7 +200,9 @@ int demo(const DemoArgs& args, DemoPlan plan) {
 void add_demo(CLI::App& app, Chosen& chosen) {
   auto args = std::make_shared<DemoArgs>();
   auto* cmd = app.add_subcommand("demo", "Flash sale: several processes sell one product's stock, with and without locks");
-  cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)");
+  auto* backend =
+      cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)")
+          ->type_name("URL");
   cmd->add_option("--processes,-p", args->processes, "Worker processes (default 4)")->check(CLI::Range(1, 256));
   cmd->add_option("--threads", args->threads, "Buyer threads per process (default 2)")->check(CLI::Range(1, 64));
   cmd->add_option("--stock,-n", args->stock, "Items to sell (default 5000)")->check(CLI::Range(1, 100'000'000));
@@ -198,7 +222,8 @@ void add_demo(CLI::App& app, Chosen& chosen) {
   cmd->footer("Exit status: 0; 1 if a protected mode (dlock, segmented, atomic, pessimistic, optimistic) did not sell\n"
               "exactly the stock;\n"
               "70 if a worker process failed or crashed.");
-  cmd->callback([args, &chosen] {
+  cmd->callback([args, backend, &chosen] {
+    args->backend_given = backend->count() > 0;
     DemoPlan plan = plan_demo(*args);
     chosen = [args, plan] { return demo(*args, plan); };
   });

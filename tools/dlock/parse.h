@@ -26,4 +26,9 @@ struct CommandLine {
 // Reads argv (argv[0] is the program's name).
 CommandLine parse_command_line(int argc, const char* const* argv);
 
+// The whole command line on `app`: the subcommands with their options,
+// --help, --version. What --help prints, the man page and the bash
+// completion (docs.h) are all read off this one description.
+void add_commands(CLI::App& app, Chosen& chosen);
+
 }  // namespace dlock::cli

@@ -23,9 +23,12 @@
 // longer (SIGTERM, then SIGKILL after --kill-after) and releases.
 #include "commands.h"
 
+#include "core/validate.h"
+
 #include <dlock/dlock.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -33,9 +36,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -46,6 +52,7 @@ namespace {
 
 struct RunArgs {
   std::string backend;
+  bool backend_given = false;
   std::string wait;
   std::string lease = "30s";
   std::string kill_after = "5s";
@@ -53,13 +60,16 @@ struct RunArgs {
   std::vector<std::string> command;
   bool elect = false;
   std::string id;
-  long permits = 0;  // > 0: a permit of a semaphore instead of the lock
+  std::string permits;  // given: a permit of a semaphore instead of the lock
   std::string hold_at_least;  // keep the claim until this long after it was taken
   std::string max_run;        // terminate CMD past this
+  bool quiet = false;         // say nothing when the lock is not acquired
 };
 
-// RunArgs' durations, read and checked.
-struct RunTimes {
+// RunArgs read and checked.
+struct RunPlan {
+  std::string url;
+  std::int64_t permits = 0;  // > 0: a permit of a semaphore of this many
   std::chrono::milliseconds lease{};
   std::chrono::milliseconds kill_after{};
   std::optional<std::chrono::milliseconds> wait;  // none: wait forever
@@ -67,14 +77,46 @@ struct RunTimes {
   std::optional<std::chrono::milliseconds> max_run;  // none: no limit
 };
 
+// The shortest --lease `run` takes. The lease is renewed every lease/3, and
+// each renewal must reach the store and come back before the lease runs
+// out, on a machine that is also starting the command: below this the lock
+// is lost (exit 76) even for `true`, so it is refused instead.
+constexpr std::chrono::milliseconds min_lease{100};
+// The longest the library takes.
+constexpr std::chrono::hours max_lease{24};
+
+// --permits N: a whole number of permits the semaphores take.
+std::int64_t permits_arg(const std::string& text) {
+  constexpr std::int64_t most = std::numeric_limits<std::int32_t>::max();
+  std::int64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && end == text.data() + text.size() && n > most))
+    throw CLI::ValidationError("--permits: " + text + " is more than the limit of " + std::to_string(most));
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw CLI::ValidationError("--permits: '" + text + "' is not a whole number");
+  if (n < 1) throw CLI::ValidationError("--permits: must be >= 1, not " + text);
+  return n;
+}
+
 // The arguments `run` needs checked before anything starts (no I/O):
 // CLI::ValidationError naming the bad one.
-RunTimes check_run(const RunArgs& args) {
-  if (args.elect && args.permits)
+RunPlan check_run(const RunArgs& args) {
+  if (args.elect && !args.permits.empty())
     throw CLI::ValidationError("--elect and --permits: choose one (leadership or a permit)");
-  if (args.permits < 0) throw CLI::ValidationError("--permits: must be >= 1, not " + std::to_string(args.permits));
-  RunTimes t;
+  RunPlan t;
+  if (!args.permits.empty()) t.permits = permits_arg(args.permits);
+  if (Status s = detail::validate_name(args.name); !s) {
+    std::string why = s.message();
+    if (why.starts_with("name: ")) why.erase(0, 6);
+    throw CLI::ValidationError("NAME: " + why);
+  }
   t.lease = duration_arg(args.lease, "--lease");
+  if (t.lease < min_lease)
+    throw CLI::ValidationError("--lease: " + args.lease + " is too short; the shortest is " +
+                               std::to_string(min_lease.count()) +
+                               "ms (the lease is renewed every lease/3, and a renewal must reach the store and "
+                               "come back before the lease runs out)");
+  if (t.lease > max_lease) throw CLI::ValidationError("--lease: " + args.lease + " is longer than the limit of 24h");
   t.kill_after = duration_arg(args.kill_after, "--kill-after");
   if (!args.wait.empty()) t.wait = duration_arg(args.wait, "--wait");
   if (!args.hold_at_least.empty()) t.hold_at_least = duration_arg(args.hold_at_least, "--hold-at-least");
@@ -83,6 +125,7 @@ RunTimes check_run(const RunArgs& args) {
     if (*t.max_run <= std::chrono::milliseconds(0))
       throw CLI::ValidationError("--max-run: must be > 0, not " + args.max_run);
   }
+  t.url = store_url(args.backend, args.backend_given);
   return t;
 }
 
@@ -90,13 +133,14 @@ RunTimes check_run(const RunArgs& args) {
 // a semaphore's permit (--permits).
 class Claim {
  public:
-  // (`args` passed check_run.)
-  Claim(Client& client, const RunArgs& args, std::chrono::milliseconds lease) {
+  // (`plan` is check_run's of `args`.)
+  Claim(Client& client, const RunArgs& args, const RunPlan& plan) {
+    const std::chrono::milliseconds lease = plan.lease;
     if (args.elect) {
       election_.emplace(client.election(args.name, {.lease = lease}));
       id_ = args.id.empty() ? default_id() : args.id;
-    } else if (args.permits) {
-      semaphore_.emplace(client.semaphore(args.name, args.permits, {.lease = lease}));
+    } else if (plan.permits) {
+      semaphore_.emplace(client.semaphore(args.name, plan.permits, {.lease = lease}));
     } else {
       mutex_.emplace(client.mutex(args.name, {.lease = lease}));
     }
@@ -188,12 +232,12 @@ void close_on_exec_except(const std::vector<int>& keep) {
   ::close_range(from, ~0U, CLOSE_RANGE_CLOEXEC);
 }
 
-int run(const RunArgs& args, const RunTimes& times) {
-  const auto lease = times.lease;
-  const auto kill_after = times.kill_after;
-  const auto wait = times.wait;
-  const auto hold_at_least = times.hold_at_least;
-  const auto max_run = times.max_run;
+int run(const RunArgs& args, const RunPlan& plan) {
+  const auto lease = plan.lease;
+  const auto kill_after = plan.kill_after;
+  const auto wait = plan.wait;
+  const auto hold_at_least = plan.hold_at_least;
+  const auto max_run = plan.max_run;
 
   // Block the signals before any thread exists, so they are only ever
   // taken here with sigtimedwait (the client's threads inherit the mask).
@@ -203,8 +247,8 @@ int run(const RunArgs& args, const RunTimes& times) {
 
   // What CMD may inherit: what dlock was started with, nothing it opened since.
   const std::vector<int> inherited = open_descriptors();
-  auto client = dlock::connect(args.backend.empty() ? default_backend() : args.backend);
-  Claim claim(*client, args, lease);
+  auto client = dlock::connect(plan.url);
+  Claim claim(*client, args, plan);
 
   // Wait in slices so Ctrl-C or SIGTERM ends the wait.
   const auto give_up = wait ? std::chrono::steady_clock::now() + *wait : std::chrono::steady_clock::time_point::max();
@@ -219,7 +263,7 @@ int run(const RunArgs& args, const RunTimes& times) {
     if (std::chrono::steady_clock::now() >= give_up) break;
   }
   if (!acquired) {
-    std::cerr << "dlock: " << claim.what() << " not acquired within " << args.wait << "\n";
+    if (!args.quiet) std::cerr << "dlock: " << claim.what() << " not acquired within " << args.wait << "\n";
     return exit_not_acquired;
   }
   const auto acquired_at = std::chrono::steady_clock::now();
@@ -237,6 +281,14 @@ int run(const RunArgs& args, const RunTimes& times) {
   // lost lock stops everything it started, not only CMD itself. With a
   // terminal it stays in ours (job control), and its children are left to it.
   const bool own_group = !::isatty(STDIN_FILENO);
+  // The child reports a failed exec's errno here, so dlock can say which
+  // command could not run (as env(1) and timeout(1) do); a successful exec
+  // closes it (close-on-exec) with nothing written.
+  int exec_pipe[2];
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    (void)claim.give_up();
+    throw Error(errc::internal, "pipe failed");
+  }
   std::cout.flush();
   std::cerr.flush();
   const pid_t child = ::fork();
@@ -252,8 +304,19 @@ int run(const RunArgs& args, const RunTimes& times) {
     close_on_exec_except(inherited);
     ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     ::execvp(argv[0], argv.data());
-    ::_exit(errno == ENOENT ? 127 : 126);
+    const int error = errno;
+    (void)!::write(exec_pipe[1], &error, sizeof error);
+    ::_exit(error == ENOENT ? 127 : 126);
   }
+  ::close(exec_pipe[1]);
+  int exec_error = 0;
+  ssize_t got;
+  while ((got = ::read(exec_pipe[0], &exec_error, sizeof exec_error)) < 0 && errno == EINTR) {
+  }
+  ::close(exec_pipe[0]);
+  if (got == sizeof exec_error)
+    std::cerr << "dlock: failed to run command '" << args.command.front() << "': " << std::strerror(exec_error)
+              << std::endl;
 
   if (own_group) ::setpgid(child, child);  // also here: no race with our first signal
   const pid_t target = own_group ? -child : child;
@@ -329,34 +392,51 @@ int run(const RunArgs& args, const RunTimes& times) {
 void add_run(CLI::App& app, Chosen& chosen) {
   auto args = std::make_shared<RunArgs>();
   auto* cmd = app.add_subcommand("run", "Run a command while holding a lock");
-  cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)");
-  cmd->add_option("--wait", args->wait, "Give up after this long (exit 75); 0 tries once; default: wait forever");
-  cmd->add_option("--lease", args->lease, "Lease, renewed while dlock runs (default 30s)");
+  auto* backend =
+      cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)")
+          ->type_name("URL");
+  cmd->add_option("--wait", args->wait, "Give up after this long (exit 75); 0 tries once; default: wait forever")
+      ->type_name("DUR");
+  cmd->add_option("--lease", args->lease, "Lease, renewed every lease/3 while dlock runs (default 30s; 100ms to 24h)")
+      ->type_name("DUR");
   cmd->add_option("--kill-after", args->kill_after,
-                  "If the lock is lost: SIGTERM the command, then SIGKILL after this (default 5s)");
+                  "If the lock is lost: SIGTERM the command, then SIGKILL after this (default 5s)")
+      ->type_name("DUR");
   cmd->add_flag("--elect", args->elect,
                "Run only while this process leads the election NAME (backends with elections: zk:// in Curator "
                "LeaderLatch's layout, etcd:// in concurrency.Election's, ...)");
-  cmd->add_option("--id", args->id, "With --elect: the id observers see as leader (default: host:pid)");
+  cmd->add_option("--id", args->id, "With --elect: the id observers see as leader (default: host:pid)")
+      ->type_name("ID");
+  cmd->add_flag("--quiet,-q", args->quiet,
+               "Print nothing when the lock is not acquired within --wait (the exit status, 75, still says so)");
   cmd->add_option("--permits", args->permits,
                   "Run holding one of N permits of the semaphore NAME: at most N such commands at once "
-                  "(backends with semaphores: zk:// in Curator InterProcessSemaphoreV2's layout, etcd://, ...)");
+                  "(backends with semaphores: zk:// in Curator InterProcessSemaphoreV2's layout, etcd://, ...)")
+      ->type_name("N");
   cmd->add_option("--hold-at-least", args->hold_at_least,
                   "Keep the lock until this long after it was taken, even if the command ends sooner "
-                  "(a job fired on several hosts runs once)");
+                  "(a job fired on several hosts runs once)")
+      ->type_name("DUR");
   cmd->add_option("--max-run", args->max_run,
                   "Terminate the command (SIGTERM, then SIGKILL after --kill-after) if it runs longer "
-                  "than this; exit 124");
+                  "than this; exit 124")
+      ->type_name("DUR");
   cmd->add_option("name", args->name, "Lock (or election) name")->required();
-  cmd->add_option("command", args->command, "Command and its arguments (after --)")->required()->expected(-1);
+  cmd->add_option("command", args->command,
+                  "Command and its arguments: everything after NAME (a \"--\" before it is optional)")
+      ->required()
+      ->expected(-1);
   cmd->footer(
+      "Options come before NAME: everything after it is the command and its arguments, options included\n"
+      "(dlock run job ls -l runs ls -l), as with flock(1) and env(1).\n"
       "Exit status: the command's; 75 if the lock (or leadership) was not acquired within --wait;\n"
       "76 if it was lost while the command ran (it was terminated); 124 if it ran past --max-run\n"
-      "(it was terminated); 64 bad arguments (--elect or\n"
-      "--permits on a backend without them too); 69 store unavailable; 127 command not found.");
-  cmd->callback([args, &chosen] {
-    const RunTimes times = check_run(*args);
-    chosen = [args, times] { return run(*args, times); };
+      "(it was terminated); 64 bad arguments (--elect or --permits on a backend without them too);\n"
+      "69 store unavailable; 126 the command could not be executed; 127 it was not found.");
+  cmd->callback([args, backend, &chosen] {
+    args->backend_given = backend->count() > 0;
+    const RunPlan plan = check_run(*args);
+    chosen = [args, plan] { return run(*args, plan); };
   });
 }
 

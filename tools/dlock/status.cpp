@@ -15,6 +15,7 @@ namespace {
 
 struct StatusArgs {
   std::string backend;
+  std::string url;  // store_url's
   std::string prefix;
   bool json = false;
   bool metrics = false;
@@ -25,18 +26,19 @@ struct StatusArgs {
 // it now, by kind. A store that can't be reached is reported as down (exit
 // status 69), not as an error message only.
 int metrics_cmd(const StatusArgs& args) {
-  const std::string url = args.backend.empty() ? default_backend() : args.backend;
+  const std::string& url = args.url;
   auto client = dlock::connect_checked(url);
   if (!client && client.status().code() != errc::unavailable) client.status().throw_if_error();  // a bad URL
   std::string backend = url.substr(0, url.find(':'));
   std::map<std::string, std::size_t> held;
   std::optional<double> ping_seconds;
   std::optional<double> shortest_lease;
+  Status down = client.status();  // why the store is not usable, if it is not
   if (client) {
     backend = (*client)->scheme();
     const auto start = std::chrono::steady_clock::now();
-    if ((*client)->ping().ok())
-      ping_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    down = (*client)->ping();
+    if (down.ok()) ping_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   if (ping_seconds) {
     for (const auto& l : (*client)->list_locks(args.prefix)) {
@@ -52,7 +54,7 @@ int metrics_cmd(const StatusArgs& args) {
             << "# TYPE dlock_store_up gauge\n"
             << "dlock_store_up{" << labels << "} " << (ping_seconds ? 1 : 0) << "\n";
   if (!ping_seconds) {
-    std::cerr << "dlock status: " << (client ? "the store did not answer" : client.status().message()) << "\n";
+    std::cerr << "dlock: " << Error(down.code(), down.message()).what() << "\n";
     return exit_unavailable;
   }
   std::cout << "# HELP dlock_store_round_trip_seconds One round trip to the store with no lock logic.\n"
@@ -72,7 +74,11 @@ int metrics_cmd(const StatusArgs& args) {
 
 int status_cmd(const StatusArgs& args) {
   if (args.metrics) return metrics_cmd(args);
-  auto client = dlock::connect(args.backend.empty() ? default_backend() : args.backend);
+  auto client = dlock::connect(args.url);
+  // A store that can't take a lock is not one with none held: on a
+  // read-only lock directory, say why it is unusable (as `run` and
+  // --metrics do), not "no locks held".
+  client->ping().throw_if_error();
   auto locks = client->list_locks(args.prefix);
   if (args.json) {
     std::cout << "[";
@@ -91,12 +97,32 @@ int status_cmd(const StatusArgs& args) {
               << client->url() << "\n";
     return 0;
   }
-  std::printf("%-32s %-7s %-32s %12s %10s\n", "NAME", "KIND", "HOLDER", "TOKEN", "LEASE");
-  for (const auto& l : locks) {
-    std::string lease = l.remaining ? std::to_string(l.remaining->count()) + "ms" : "session";
-    std::printf("%-32s %-7s %-32s %12llu %10s\n", l.name.c_str(), l.kind.c_str(), l.holder.c_str(),
-                static_cast<unsigned long long>(l.token), lease.c_str());
-  }
+  // Padded by the columns the text takes on a terminal, not its bytes (printf's
+  // %-32s would pad "…", three bytes, as three columns).
+  const auto row = [](std::string_view name, std::string_view kind, std::string_view holder, std::string_view token,
+                      std::string_view lease) {
+    std::string line;
+    const auto left = [&](std::string_view text, std::size_t width) {
+      line += text;
+      line.append(width - std::min(width, display_width(text)), ' ');
+      line += ' ';
+    };
+    const auto right = [&](std::string_view text, std::size_t width) {
+      line.append(width - std::min(width, display_width(text)), ' ');
+      line += text;
+    };
+    left(name, 32);
+    left(kind, 7);
+    left(holder, 32);
+    right(token, 12);
+    line += ' ';
+    right(lease, 10);
+    std::cout << line << "\n";
+  };
+  row("NAME", "KIND", "HOLDER", "TOKEN", "LEASE");
+  for (const auto& l : locks)
+    row(terminal_text(l.name), terminal_text(l.kind), terminal_text(l.holder), std::to_string(l.token),
+        l.remaining ? std::to_string(l.remaining->count()) + "ms" : "session");
   return 0;
 }
 
@@ -105,14 +131,18 @@ int status_cmd(const StatusArgs& args) {
 void add_status(CLI::App& app, Chosen& chosen) {
   auto args = std::make_shared<StatusArgs>();
   auto* cmd = app.add_subcommand("status", "List the locks held in a store");
-  cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)");
+  auto* backend =
+      cmd->add_option("--backend", args->backend, "Store URL (default: $DLOCK_BACKEND or a per-user file:// dir)")
+          ->type_name("URL");
   cmd->add_option("prefix", args->prefix, "Only names starting with this");
   auto* json = cmd->add_flag("--json", args->json, "Print JSON");
   cmd->add_flag("--metrics", args->metrics,
                 "Print the store's state as Prometheus gauges (up, round trip, held entries by kind)")
       ->excludes(json);
-  // Nothing to check beyond what CLI11 does (the URL is read when connecting).
-  cmd->callback([args, &chosen] { chosen = [args] { return status_cmd(*args); }; });
+  cmd->callback([args, backend, &chosen] {
+    args->url = store_url(args->backend, backend->count() > 0);
+    chosen = [args] { return status_cmd(*args); };
+  });
 }
 
 }  // namespace dlock::cli

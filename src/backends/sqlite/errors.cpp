@@ -17,11 +17,12 @@ Status to_status(sqlite3* db, int rc, std::string_view step) {
       return Status(errc::unavailable, what +
                                            " (the database stayed locked by another connection for longer than "
                                            "ClientOptions::op_timeout)");
-    case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
-      return Status(errc::internal, what +
-                                        " (the file is not an SQLite database or is corrupt; "
-                                        "dlock will not touch it)");
+      // The URL names a file that is something else (sqlite:///etc/passwd):
+      // the caller's argument is wrong, and no retry will change that.
+      return Status(errc::invalid_argument, what + " (not a SQLite database; dlock will not touch it)");
+    case SQLITE_CORRUPT:
+      return Status(errc::internal, what + " (the SQLite database is corrupt; dlock will not touch it)");
     case SQLITE_IOERR:
     case SQLITE_FULL:
     case SQLITE_CANTOPEN:
