@@ -18,4 +18,7 @@ for page in index.html classdlock_1_1Mutex.html structdlock_1_1ClientOptions.htm
   [[ -s "$out/html/$page" ]] || { echo "FAIL: $page missing from the reference" >&2; exit 1; }
 done
 grep -q "fencing token" "$out/html/classdlock_1_1Mutex.html" || { echo "FAIL: Mutex's header comments are not in its page" >&2; exit 1; }
+# The version CMake's project() gives (DLOCK_VERSION), as the tool and the packages have it.
+[[ -n "${DLOCK_VERSION:-}" ]] || { echo "FAIL: DLOCK_VERSION is not set" >&2; exit 1; }
+grep -q "$DLOCK_VERSION" "$out/html/index.html" || { echo "FAIL: the reference does not show version $DLOCK_VERSION" >&2; exit 1; }
 echo "doxygen: ok"
