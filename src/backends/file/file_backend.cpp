@@ -1,58 +1,9 @@
-// file:// — locks as files in one directory on one host (the embedded default).
-//
-// See lock_file.h for the layout. Waiters block in poll() on an inotify
-// watch of the file (file_waiter.h): a release ends with close(), and a dead
-// holder's descriptors are closed by the kernel, both of which raise
-// IN_CLOSE_WRITE. Failed attempts keep their descriptor open (a small pool)
-// so they don't wake the other waiters.
-//
-// Every primitive is a lock of this driver but Counter, Latch (counters.h)
-// and Barrier (barrier.h):
-//   Mutex        .lock     the record's holder. A waiter waits in line
-//                          (waiter_line.h), and a release wakes only the
-//                          first in line, through its doorbell: it keeps
-//                          its descriptor (pooled, its liveness lock
-//                          dropped) instead of closing it, so it raises no
-//                          IN_CLOSE_WRITE. That event still wakes every
-//                          waiter when a holder dies, and releases close as
-//                          before where some waiter can't be rung (no free
-//                          slot, no doorbell). The lock is free for anyone
-//                          (barging) until the first in line has waited
-//                          longer than its max_barging_wait (0: fair);
-//                          from then on only it may take it.
-//   SharedMutex  .rw       writer: the record's holder; readers: entry slots.
-//                          A writer that has to wait read-locks the byte
-//                          writer_waiting for as long as it waits, and a
-//                          reader never starts while another open file holds
-//                          it: readers that come after a waiting writer
-//                          queue behind it, so a stream of overlapping
-//                          readers can't starve writers (readers that hold
-//                          already finish; the writer goes next). It counts
-//                          while the writer retries (writer_waiting_until):
-//                          a stopped waiting writer can't block readers.
-//                          Waiting writers wait in line as a Mutex's waiters
-//                          do (slots_line); a waiting reader read-locks the
-//                          line's unqueued byte, so while one waits every
-//                          release wakes every waiter (readers go together).
-//                          A reader's release wakes no one while others
-//                          still hold; the last one rings the first writer.
-//   Semaphore    .permits  one entry slot per permit out; the header keeps
-//                          the count first declared (Backend::supports_permits:
-//                          core makes the Semaphore of these grants).
-//                          Waiters wait in line: a release rings the first;
-//                          one that takes a permit with more left rings the
-//                          next. A caller goes ahead of the line unless the
-//                          waiters that have waited past their
-//                          max_barging_wait would use up the free permits.
-//   Election     .elect    the leader: the record's holder, its id at
-//                          leader_id_offset. A candidate that waits takes a
-//                          ticket (header) and write-locks byte queue_base +
-//                          ticket while it waits; the lowest live ticket goes
-//                          next, so candidates lead in the order they queued.
-//                          A place counts while its candidate retries (the
-//                          slot's waiting_until): a stopped one holds no one.
-//                          Each candidate binds a doorbell for its ticket: a
-//                          leader's release rings the next one only.
+// file:// — locks as files in one directory on one host (the embedded
+// default). Every primitive but Counter, Latch (counters.h) and Barrier
+// (barrier.h) is a lock of this driver: Mutex (.lock), SharedMutex (.rw),
+// Semaphore (.permits), Election (.elect). The files' layout is
+// lock_file.h's; how waiters wait in line, are rung and may be barged past,
+// and how each primitive uses the file: docs/backends.md, "file://".
 // A holder's liveness lock is on its grant's descriptor, so a dead holder's
 // share is free the moment the kernel closes it.
 #include "backends/file/barrier.h"

@@ -1,66 +1,15 @@
-// redis://, redis+unix://, redis+sentinel:// and redis+cluster:// — locks as Lua scripts on Redis.
-//
-// Keys (all under the prefix, default "dlock:"; every key of a lock carries
-// the name as its hash tag, so a lock's keys share one cluster slot, and the
-// layout is injective because the prefix has no braces and the suffix is
-// what follows the last "}:"):
-//   <prefix>{<name>}:lock     hash  owner, token  while held (PEXPIRE = lease)
-//                                   last_token     kept after release for
-//                                                  token_retention (PEXPIRE)
-//   <prefix>{<name>}:queue    list  waiter entries "<client id>/<owner>", oldest first
-//   <prefix>{<name>}:waiters  zset  entry -> liveness deadline (server ms);
-//                                   both expire with their latest deadline
-// Channel: <prefix>client:<client id>, one per Client, carries wake-ups;
-// redis+cluster: <prefix>{<name>}:client:<client id>, one per name a Client
-// waits on, in the name's slot (sharded pub/sub: only its master hears it).
+// redis://, redis+unix://, redis+sentinel:// and redis+cluster:// — locks as
+// Lua scripts on Redis (scripts.h), every key of a name under its hash tag
+// "<prefix>{<name>}:" so that they share one cluster slot. The keys of each
+// primitive, the fencing tokens, how waiters queue and are woken, fair mode
+// and the limits: docs/backends.md, "redis://". redis+sentinel:// is this
+// backend with the master found through the sentinels (sentinel.h), its
+// holds re-validated after a failover (revalidate()); redis+cluster:// sends
+// each script to the master of its name's slot (cluster.h).
 //
 // Round trips: an uncontended acquire is one EVALSHA, a release one; a
 // renewal batch is one pipeline. Re-entry is core's. Calls from concurrent
 // threads share the connections by pipelining (pool.h).
-//
-// Fencing tokens: every script that grants a hold issues
-//   token = max(server TIME in us, last_token + 1)
-// (last_token: kept in the lock key while held and for token_retention
-// after release), so no counter key lives forever and tokens increase by
-// the stored last_token whatever the clock does, while staying with the
-// clock (no two scripts run within the same microsecond). Because they stay
-// with the clock, a master that lacks a name's last tokens — a replica
-// promoted before it had them, a server restarted from an older file, a key
-// whose retention passed — still issues greater ones, as long as the new
-// master's clock is not behind the old one's by more than the time between
-// the old token and the new (a failover takes seconds). Limits: (1) a
-// server clock that steps back by more than that can repeat a token once
-// last_token is gone; (2) tokens are ~1.7e15 today and stay exact (below
-// 2^53) until about the year 2255. A resource that keeps the highest token
-// it accepted refuses the stale holder in every other case. The cost is one
-// TIME call per grant (about a microsecond of server time).
-//
-// Waiters: a thread that found the lock busy registers (core's watch()) and
-// its next attempt, in the same script, queues its entry with a deadline
-// now + waiter_ttl; every later failed attempt refreshes it (core retries at
-// least every 500 ms). A release drops dead entries from the queue's head
-// and PUBLISHes to the first live one only, on its client's channel: one
-// wake-up per release, whatever the number of waiters. The woken waiter
-// stays at the head until it acquires or leaves (a barging acquirer may beat
-// it in non-fair mode; it is then woken by the next release). A waiter that
-// leaves takes its entry out (one script, from the Waiter's destructor —
-// every way out of core's loop) and, if it was the woken head of a free
-// lock, passes the wake-up on. A dead waiter blocks a fair queue for at
-// most waiter_ttl (default 2 s).
-//
-// Fair mode: the acquire script grants a free lock only if the queue (after
-// dropping dead heads) is empty or its head is the caller's own entry, which
-// is derived from the request's owner (one thread waits for one lock at a
-// time), so the retry right after watch() queues the caller.
-//
-// redis+sentinel:// is this backend with the master found through the
-// sentinels (sentinel.h); holds are re-validated after a failover
-// (revalidate()). redis+cluster:// is this backend with each script sent to
-// the master of its name's slot (cluster.h). Limits: with replicas, a
-// failover can lose a lock (asynchronous replication; on redis+sentinel
-// wait_replicas narrows it, best effort). Names starting with '}' are
-// refused: their hash tag would be empty, and Redis Cluster would spread
-// their keys over several slots.
 #include "backends/redis/barrier.h"
 #include "backends/redis/cluster.h"
 #include "backends/redis/config.h"
