@@ -1,5 +1,7 @@
 #include "core/local_path.h"
 
+#include <unistd.h>
+
 #include <linux/magic.h>
 #include <sys/statfs.h>
 
@@ -25,6 +27,14 @@ std::string parent_dir(const std::string& path) {
 bool on_network_file_system(const std::string& path) {
   struct statfs fs {};
   return ::statfs(path.c_str(), &fs) == 0 && (fs.f_type == NFS_SUPER_MAGIC || fs.f_type == SMB_SUPER_MAGIC);
+}
+
+std::string ownership_problem(const struct stat& st, const std::string& path) {
+  if (st.st_uid != ::geteuid() && st.st_uid != 0)
+    return "'" + path + "' belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return "'" + path + "' is writable by group or others, who could replace what is in it (chmod go-w)";
+  return {};
 }
 
 }  // namespace dlock::detail

@@ -932,12 +932,8 @@ Result<std::unique_ptr<Backend>> open_file_backend(const Url& url, const ClientO
     ::close(fd);
     return s;
   }
-  std::string problem;
-  if (st.st_uid != ::geteuid() && st.st_uid != 0)
-    problem = "'" + path + "' belongs to another user";
-  else if (st.st_mode & (S_IWGRP | S_IWOTH))
-    problem = "'" + path + "' is writable by group or others, who could replace lock files (chmod 0700)";
-  else if (on_network_file_system(path))  // the directory may itself be a mount point
+  std::string problem = ownership_problem(st, path);
+  if (problem.empty() && on_network_file_system(path))  // the directory may itself be a mount point
     problem = "'" + path + "' is on a network file system, where these locks are not reliable";
   if (!problem.empty()) {
     ::close(fd);

@@ -9,6 +9,13 @@
 // whose reader is gone (its client died) is removed by the first writer
 // that finds it so. Nothing polls: a waiter sleeps until its pipe has a
 // message for it (or core's periodic re-check).
+//
+// Only their owner controls them: the directory must not be a symlink,
+// must belong to this user (or root) and be writable by nobody else, and
+// every pipe is reached through the directory's descriptor. A release
+// writes only to what is a FIFO of this user (or root) both before and
+// after it opens it, never through a symlink: a file planted under a
+// waiter's name is left alone.
 #pragma once
 
 #include "backends/sql/wakeups.h"
@@ -32,10 +39,10 @@ class PipeWakeups final : public sql::Wakeups {
   void wake(std::string_view address, const sql::WakeTarget& target) override;
 
  private:
-  PipeWakeups(std::string dir, std::string address, std::shared_ptr<sql::Mailbox> mailbox, int pipe_fd, int stop_fd);
+  PipeWakeups(int dir_fd, std::string address, std::shared_ptr<sql::Mailbox> mailbox, int pipe_fd, int stop_fd);
   void read_loop();
 
-  const std::string dir_;
+  const int dir_fd_;  // <database>.wake, opened without following a symlink
   const std::string address_;
   std::shared_ptr<sql::Mailbox> mailbox_;
   int pipe_fd_ = -1;  // our FIFO, opened read-write (never sees end of file)

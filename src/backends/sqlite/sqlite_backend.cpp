@@ -249,9 +249,38 @@ Status check_location(const std::string& path) {
   if (!S_ISDIR(st.st_mode)) return invalid_url("'" + parent + "' is not a directory");
   if (on_network_file_system(parent))
     return invalid_url("'" + parent + "' is on a network file system, where SQLite's locking (and WAL) is not reliable");
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    return invalid_url("'" + path + "' exists and is not a regular file");
   return {};
+}
+
+// The database file, made 0600 if missing (SQLite would make it 0644, and
+// gives its -wal and -shm files the database file's mode), opened without
+// following a symlink; refused unless it is a regular file of this user
+// (or root) that nobody else may write. The descriptor is the caller's: it
+// holds the file while SQLite opens the path, so that a file swapped in
+// meanwhile is seen (same_file).
+Result<int> open_database_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == ELOOP) return invalid_url("'" + path + "' is a symlink; name the database file itself");
+    if (errno == EISDIR) return invalid_url("'" + path + "' exists and is not a regular file");
+    return os_error("opening '" + path + "'");
+  }
+  struct stat st {};
+  std::string problem = ::fstat(fd, &st) != 0       ? "'" + path + "' cannot be inspected: " + std::strerror(errno)
+                        : !S_ISREG(st.st_mode)       ? "'" + path + "' exists and is not a regular file"
+                                                     : ownership_problem(st, path);
+  if (!problem.empty()) {
+    ::close(fd);
+    return invalid_url(problem);
+  }
+  return fd;
+}
+
+// Whether `path` still names the file open as `fd`.
+bool same_file(int fd, const std::string& path) {
+  struct stat held {}, named {};
+  return ::fstat(fd, &held) == 0 && ::lstat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+         held.st_ino == named.st_ino;
 }
 
 }  // namespace
@@ -264,22 +293,21 @@ Result<std::unique_ptr<Backend>> open_sqlite_backend(const Url& url, const Clien
   if (!sqlite3_threadsafe())
     return Status(errc::internal, "sqlite backend: this SQLite library was built without thread safety");
 
-  // Create the file ourselves so it is 0600 (SQLite would make it 0644, and
-  // gives its -wal and -shm files the database file's mode).
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd >= 0)
-    ::close(fd);
-  else if (errno != EEXIST)
-    return os_error("creating '" + path + "'");
-
+  auto file = open_database_file(path);
+  if (!file) return file.status();
   sqlite3* raw = nullptr;
   // NOMUTEX: Connection's turns serialise the threads of a client (they
   // must anyway, to keep one thread's transaction from another's
   // statements). No SQLITE_OPEN_URI: the path is a file name, nothing else.
-  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+  // NOFOLLOW: nor a symlink put there since.
+  int rc = sqlite3_open_v2(path.c_str(), &raw,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_NOFOLLOW,
                            nullptr);
   Database db(raw);
+  const bool swapped = rc == SQLITE_OK && !same_file(*file, path);
+  ::close(*file);
   if (rc != SQLITE_OK) return to_status(db.get(), rc, "opening '" + path + "'");
+  if (swapped) return invalid_url("'" + path + "' was replaced by another file while it was being opened");
 
   static const auto dialect = std::make_shared<const sql::Dialect>(spelling);
   auto conn = std::make_unique<Connection>(std::move(db), options.op_timeout);
