@@ -3,6 +3,9 @@
 // server is unavailable within op_timeout. No server runs here.
 #include <dlock/dlock.h>
 
+#include "backends/mysql/config.h"
+#include "core/url.h"
+
 #include "unit_support.h"
 
 #include <gmock/gmock.h>
@@ -51,6 +54,29 @@ TEST(MysqlUrl, SessionModeNeedsADatabaseNameThatFitsALockName) {
               HasSubstr("at most 37 characters"));
   EXPECT_THAT(refused("mysql://u@127.0.0.1:1/" + std::string(37, 'd') + "?mode=session", errc::unavailable),
               HasSubstr("127.0.0.1:1"));
+}
+
+// What the client library is told of verifying the server: "" if nothing.
+std::string verify_of(const std::string& text) {
+  auto url = detail::parse_url(text);
+  EXPECT_TRUE(url) << text;
+  auto config = detail::mysql::parse_config(*url, {});
+  EXPECT_TRUE(config) << text << ": " << config.status().message();
+  if (!config) return "";
+  std::string verify;
+  for (const auto& [key, value] : config->connect.tls)
+    if (key == "ssl-verify-server-cert") verify = value;
+  return verify;
+}
+
+// TLS asked for is TLS verified, server name included, unless the URL says
+// not to: the client library alone would encrypt and check nothing.
+TEST(MysqlUrl, TlsVerifiesTheServerUnlessTurnedOff) {
+  EXPECT_EQ(verify_of("mysql://u@h/db?ssl=1"), "1");
+  EXPECT_EQ(verify_of("mysql://u@h/db?ssl-ca=/etc/hostname"), "1");
+  EXPECT_EQ(verify_of("mysql://u@h/db?ssl=1&ssl-verify-server-cert=0"), "0");
+  EXPECT_EQ(verify_of("mysql://u@h/db?ssl=0"), "");
+  EXPECT_EQ(verify_of("mysql://u@h/db"), "");
 }
 
 TEST(MysqlUrl, NeverEchoesThePassword) {

@@ -3,6 +3,9 @@
 // unreachable server answered within the timeout, password never echoed.
 #include <dlock/dlock.h>
 
+#include "backends/postgres/config.h"
+#include "core/url.h"
+
 #include "unit_support.h"
 
 #include <gmock/gmock.h>
@@ -40,6 +43,30 @@ TEST(PostgresUrl, TlsFilesMustBeReadable) {
               Not(HasSubstr("cannot be read")));
   EXPECT_THAT(refused("postgres://127.0.0.1:1/db?sslkey=pkcs11:token&sslmode=require", errc::unavailable),
               Not(HasSubstr("cannot be read")));
+}
+
+// What libpq is given for sslmode: "" if none.
+std::string sslmode_of(const std::string& text) {
+  auto url = detail::parse_url(text);
+  EXPECT_TRUE(url) << text;
+  auto config = detail::postgres::parse_config(*url, {});
+  EXPECT_TRUE(config) << text << ": " << config.status().message();
+  if (!config) return "";
+  std::string mode;
+  for (const auto& [key, value] : config->connect.params)
+    if (key == "sslmode") mode = value;
+  return mode;
+}
+
+// A TLS file without sslmode is TLS verified, server name included; libpq's
+// own default (prefer) would take an unverified or even unencrypted
+// connection without a word.
+TEST(PostgresUrl, TlsFilesWithoutSslmodeMeanVerifyFull) {
+  EXPECT_EQ(sslmode_of("postgres://u@h/db?sslrootcert=system"), "verify-full");
+  EXPECT_EQ(sslmode_of("postgres://u@h/db?sslrootcert=/etc/hostname"), "verify-full");
+  EXPECT_EQ(sslmode_of("postgres://u@h/db?sslcrl=/etc/hostname"), "verify-full");
+  EXPECT_EQ(sslmode_of("postgres://u@h/db?sslmode=require&sslrootcert=/etc/hostname"), "require");
+  EXPECT_EQ(sslmode_of("postgres://u@h/db"), "");
 }
 
 TEST(PostgresUrl, SchemaMustBeAPlainIdentifier) {

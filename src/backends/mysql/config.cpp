@@ -3,6 +3,8 @@
 
 #include "backends/sql/server_options.h"
 
+#include <algorithm>
+
 namespace dlock::detail::mysql {
 namespace {
 
@@ -50,6 +52,11 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
       if (Status s = sql::check_tls_file("mysql", url, key, value); !s) return s;
     c.connect.tls.emplace_back(key, value);
   }
+  // TLS asked for (ssl=1, or a CA, certificate, key...) verifies the
+  // server's certificate and name unless ssl-verify-server-cert=0 says not.
+  const bool tls_on = std::any_of(c.connect.tls.begin(), c.connect.tls.end(),
+                                  [](const auto& kv) { return !(kv.first == "ssl" && kv.second == "0"); });
+  if (tls_on && !url.query.count("ssl-verify-server-cert")) c.connect.tls.emplace_back("ssl-verify-server-cert", "1");
   if (c.session && c.connect.database.size() > session_database_max)
     return invalid(url, "mode=session takes a database name of at most " + std::to_string(session_database_max) +
                             " characters (the server's lock names, dlock/<database>/<id>, are at most 64)");

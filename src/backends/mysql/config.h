@@ -8,9 +8,12 @@
 //   pool=4, waiter_ttl=2s
 //                    as every SQL server backend (sql/server_options.h)
 //   ssl=1 (require TLS), ssl-ca, ssl-capath, ssl-cert, ssl-key, ssl-crl,
-//   ssl-cipher, tls-version, ssl-verify-server-cert=1
+//   ssl-cipher, tls-version, ssl-verify-server-cert
 //                    the client library's TLS settings, passed through; the
-//                    files must be readable when the client connects
+//                    files must be readable when the client connects. With
+//                    any of them the server's certificate and name are
+//                    verified (ssl-verify-server-cert=1) unless
+//                    ssl-verify-server-cert=0 turns that off
 #pragma once
 
 #include "backends/sql/table_backend.h"

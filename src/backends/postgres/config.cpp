@@ -58,6 +58,11 @@ Result<Config> parse_config(const Url& url, const ClientOptions& options) {
                               "' (known: mode, schema, pool, waiter_ttl, sslmode, sslrootcert, sslcert, sslkey, sslcrl)");
     }
   }
+  // TLS asked for without saying how: verified, server name included, not
+  // libpq's default (prefer: encrypt if the server will, check nothing).
+  const auto given = [&](std::string_view key) { return url.query.count(std::string(key)) > 0; };
+  if (!given("sslmode") && (given("sslrootcert") || given("sslcert") || given("sslkey") || given("sslcrl")))
+    p.emplace_back("sslmode", "verify-full");
   p.emplace_back("options", options_line);
   return c;
 }

@@ -12,7 +12,10 @@
 //                    as every SQL server backend (sql/server_options.h)
 //   sslmode, sslrootcert, sslcert, sslkey, sslcrl
 //                    libpq's TLS settings, passed through; the files must be
-//                    readable when the client connects
+//                    readable when the client connects. With any of them
+//                    and no sslmode, sslmode=verify-full: the server's
+//                    certificate and name are checked (libpq alone would
+//                    take an unverified or unencrypted connection)
 #pragma once
 
 #include "backends/sql/table_backend.h"
