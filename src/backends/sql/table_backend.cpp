@@ -36,11 +36,10 @@
 // grant's valid_until counts from when the request was sent.
 #include "backends/sql/table_backend.h"
 
+#include "backends/sql/barrier.h"
+#include "backends/sql/counters.h"
+
 #include "core/backoff.h"
-#include "core/barrier_driver.h"
-#include "core/count_value.h"
-#include "core/counter_driver.h"
-#include "core/latch_driver.h"
 #include "core/owner_id.h"
 #include "core/pending_replies.h"
 
@@ -51,7 +50,6 @@
 #include <climits>
 #include <optional>
 #include <span>
-#include <type_traits>
 #include <utility>
 
 namespace dlock::detail::sql {
@@ -83,22 +81,6 @@ Place place_of(LockKind kind) {
 std::string info_kind(std::string_view kind, std::string_view mode) {
   if (kind == "rw") return mode == "w" ? "write" : "read";
   return std::string(kind);
-}
-
-struct Row {
-  std::string owner;
-  std::string mode;
-  std::int64_t a = 0;  // holders: token; waiters: ms waited
-  std::int64_t left = 0;
-};
-
-std::vector<Row> live_rows(const Rows& rows) {
-  std::vector<Row> out;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    Row r{std::string(rows.text(i, 0)), std::string(rows.text(i, 1)), rows.integer(i, 2), rows.integer(i, 3)};
-    if (r.left > 0) out.push_back(std::move(r));
-  }
-  return out;
 }
 
 // What the holders and the queue say about `request`.
@@ -216,11 +198,7 @@ class TableWaiter final : public Waiter {
   bool taken_ = false;  // take_grant() returned a hold handed to us
 };
 
-class TableBackend final : public Backend,
-                           public LockDriver,
-                           public CounterDriver,
-                           public LatchDriver,
-                           public BarrierDriver {
+class TableBackend final : public Backend, public LockDriver, public CountRows {
  public:
   TableBackend(std::shared_ptr<const Dialect> dialect, std::shared_ptr<Mailbox> mailbox, TableConfig config)
       : dialect_(std::move(dialect)), mailbox_(std::move(mailbox)), config_(std::move(config)) {}
@@ -245,9 +223,9 @@ class TableBackend final : public Backend,
   bool supports_election() const override { return true; }
   bool supports_permits() const override { return true; }
   LockDriver& locks() override { return *this; }
-  CounterDriver* counters() override { return this; }
-  LatchDriver* latches() override { return this; }
-  BarrierDriver* barriers() override { return this; }
+  CounterDriver* counters() override { return counters_.get(); }
+  LatchDriver* latches() override { return latches_.get(); }
+  BarrierDriver* barriers() override { return barriers_.get(); }
 
   Status ping() override {
     auto conn = connection("ping");
@@ -463,172 +441,6 @@ class TableBackend final : public Backend,
     return h;  // no change notification: the caller polls
   }
 
-  // Counter: a row of dlock_counts (kind counter), read and written under
-  // its row lock.
-  Result<std::int64_t> load(const std::string& name, steady::time_point deadline) override {
-    auto conn = pool_->take("reading counter '" + name + "'", deadline);
-    if (!conn) return conn.status();
-    const Call calls[] = {{Stmt::read_count, {name, kind_counter}}};
-    auto out = run(**conn, calls);
-    if (!out) return out.status();
-    return (*out)[0].empty() ? 0 : (*out)[0].integer(0, 0);
-  }
-
-  Status store(const std::string& name, std::int64_t value, CounterWidth width,
-               steady::time_point deadline) override {
-    return update_counter("writing counter '" + name + "'", name, width, deadline,
-                          [&](std::int64_t, int bytes) -> Result<std::int64_t> {
-                            if (Status s = check_count_fits(value, bytes, "store: value"); !s) return s;
-                            return value;
-                          })
-        ;
-  }
-
-  Result<std::int64_t> fetch_add(const std::string& name, std::int64_t delta, CounterWidth width,
-                                 steady::time_point deadline) override {
-    std::int64_t before = 0;
-    auto done = update_counter("adding to counter '" + name + "'", name, width, deadline,
-                               [&](std::int64_t now, int bytes) -> Result<std::int64_t> {
-                                 before = now;
-                                 auto sum = count_sum(name, now, delta);
-                                 if (!sum) return sum.status();
-                                 if (Status s = check_count_fits(*sum, bytes, "fetch_add: the result"); !s) return s;
-                                 return *sum;
-                               });
-    if (!done) return done;
-    return before;
-  }
-
-  Result<bool> compare_exchange(const std::string& name, std::int64_t& expected, std::int64_t desired,
-                                CounterWidth width, steady::time_point deadline) override {
-    bool swapped = false;
-    auto done = update_counter("compare-exchanging counter '" + name + "'", name, width, deadline,
-                               [&](std::int64_t now, int bytes) -> Result<std::int64_t> {
-                                 if (now != expected) {
-                                   expected = now;
-                                   return now;
-                                 }
-                                 if (Status s = check_count_fits(desired, bytes, "compare_exchange: desired"); !s)
-                                   return s;
-                                 swapped = true;
-                                 return desired;
-                               });
-    if (!done) return done;
-    return swapped;
-  }
-
-  // Latch: a row of dlock_counts (kind latch) made with its initial count.
-  // Watchers queue under kind latch and are all woken by a count-down.
-  Result<LatchRead> read(const std::string& name, std::int64_t initial, bool watch,
-                         steady::time_point deadline) override {
-    if (Status s = check_count_fits(initial, 4, "latch count"); !s) return s;
-    LatchRead r;
-    auto seen = under_count("reading latch '" + name + "'", name, kind_latch, initial, 4, deadline,
-                            [&](std::int64_t now, int, std::vector<Call>& writes) -> Status {
-                              r.remaining = now;
-                              if (now > 0 && watch) r.change = watcher(name, kind_latch, writes);
-                              return {};
-                            });
-    if (!seen) return seen;
-    return r;
-  }
-
-  Result<std::int64_t> count_down(const std::string& name, std::int64_t initial, std::int64_t n,
-                                  steady::time_point deadline) override {
-    if (Status s = check_count_fits(initial, 4, "latch count"); !s) return s;
-    std::int64_t after = 0;
-    auto done = under_count("counting down latch '" + name + "'", name, kind_latch, initial, 4, deadline,
-                            [&](std::int64_t now, int, std::vector<Call>& writes) -> Status {
-                              after = std::max<std::int64_t>(0, now - n);
-                              if (after == now) return {};
-                              writes.push_back({Stmt::set_count, {name, kind_latch, after}});
-                              if (after == 0) wake_watchers(name, kind_latch, writes);
-                              return {};
-                            });
-    if (!done) return done;
-    return after;
-  }
-
-  // Barrier: members are leased holds of kind member; whether it is open
-  // is a row of dlock_counts (kind barrier). Watchers queue under kind
-  // barrier and are all woken when it opens and when it empties.
-  bool leased_members() const override { return true; }
-
-  Result<std::string> join(const std::string& name, std::chrono::milliseconds lease,
-                           steady::time_point deadline) override {
-    auto id = random_client_id();
-    if (!id) return id.status();
-    auto conn = pool_->take("joining barrier '" + name + "'", deadline);
-    if (!conn) return conn.status();
-    const Call calls[] = {{Stmt::insert_hold,
-                           {name, kind_member, *id, "x", std::int64_t{0}, ms(lease), "", config_.holder_info}}};
-    auto out = run(**conn, calls);
-    if (!out) return out.status();
-    return *id;
-  }
-
-  Result<BarrierCheck> entered(const std::string& name, const std::string& member, int parties, bool watch,
-                               steady::time_point deadline) override {
-    BarrierCheck check;
-    Status gone;
-    auto done = under_count(
-        "entering barrier '" + name + "'", name, kind_barrier, 0, 4, deadline,
-        [&](std::int64_t open, int, std::vector<Call>& writes) -> Status {
-          if (open == 1)
-            check.done = true;
-          else
-            writes.push_back({Stmt::holders, {name, kind_member}});
-          return {};
-        },
-        [&](const std::vector<Row>& members, std::vector<Call>& writes) {
-          if (check.done) return;
-          const bool in = std::any_of(members.begin(), members.end(), [&](const Row& m) { return m.owner == member; });
-          if (!in) {
-            gone = Status(errc::lock_lost, "barrier '" + name + "': this member's entry is gone (its lease ran out)");
-          } else if (static_cast<int>(members.size()) >= parties) {
-            writes.push_back({Stmt::set_count, {name, kind_barrier, std::int64_t{1}}});
-            wake_watchers(name, kind_barrier, writes);
-            check.done = true;
-          } else if (watch) {
-            check.change = watcher(name, kind_barrier, writes);
-          }
-        });
-    if (!done) return done;
-    if (!gone) return gone;
-    return check;
-  }
-
-  Result<BarrierCheck> left(const std::string& name, const std::string& member, bool watch,
-                            steady::time_point deadline) override {
-    BarrierCheck check;
-    auto done = under_count(
-        "leaving barrier '" + name + "'", name, kind_barrier, 0, 4, deadline,
-        [&](std::int64_t, int, std::vector<Call>& writes) -> Status {
-          writes.push_back({Stmt::drop_own, {name, kind_member, member}});
-          writes.push_back({Stmt::holders, {name, kind_member}});
-          return {};
-        },
-        [&](const std::vector<Row>& members, std::vector<Call>& writes) {
-          if (members.empty()) {
-            // The last one out closes it for the next round.
-            writes.push_back({Stmt::set_count, {name, kind_barrier, std::int64_t{0}}});
-            wake_watchers(name, kind_barrier, writes);
-            check.done = true;
-          } else if (watch) {
-            check.change = watcher(name, kind_barrier, writes);
-          }
-        });
-    if (!done) return done;
-    return check;
-  }
-
-  void remove(const std::string& name, const std::string& member, steady::time_point deadline) noexcept override {
-    auto conn = pool_->take("leaving barrier '" + name + "'", deadline);
-    if (!conn) return;
-    const Call calls[] = {{Stmt::drop_own, {name, kind_member, member}}};
-    (void)run(**conn, calls);
-  }
-
   // A waiter leaves: its queue entry goes, if an attempt put one there,
   // and so does a hold handed to it that it did not take (`handed`). The
   // next head is woken if the lock is free.
@@ -706,18 +518,9 @@ class TableBackend final : public Backend,
     return std::chrono::ceil<milliseconds>(pause.next());
   }
 
-  static constexpr std::string_view kind_counter = "counter", kind_latch = "latch", kind_barrier = "barrier",
-                                    kind_member = "member";
-
-  // One transaction on the count row `name`/`kind` (made with `initial`,
-  // `width` bytes wide, if missing): `decide(value, width, writes)` adds
-  // the writes, or refuses (then nothing is changed); if `then` is given,
-  // the writes run first and `then(live rows of the last one, more)` adds
-  // more (a barrier's members, read under the row lock). Wakes what it
-  // queued wake-ups for once committed.
-  template <class Decide, class Then = std::nullptr_t>
   Status under_count(const std::string& step, const std::string& name, std::string_view kind, std::int64_t initial,
-                     std::int64_t width, steady::time_point deadline, Decide decide, Then then = nullptr) {
+                     std::int64_t width, steady::time_point deadline, const Decide& decide,
+                     const Then& then) override {
     auto conn = pool_->take(step, deadline);
     if (!conn) return conn.status();
     const Call look[] = {{Stmt::begin}, {Stmt::lock_count, {name, kind, initial, width}}};
@@ -728,7 +531,7 @@ class TableBackend final : public Backend,
     const Rows& count = (*seen)[1];
     if (Status s = decide(count.integer(0, 0), static_cast<int>(count.integer(0, 1)), writes); !s)
       return abandon(**conn, s);
-    if constexpr (!std::is_same_v<Then, std::nullptr_t>) {
+    if (then) {
       std::vector<Row> rows;
       if (!writes.empty()) {
         auto first = run(**conn, writes);
@@ -758,24 +561,8 @@ class TableBackend final : public Backend,
     }
   }
 
-  // A counter's read-modify-write: `next(value, width)` is the new value,
-  // or why not.
-  template <class Next>
-  Status update_counter(const std::string& step, const std::string& name, CounterWidth width,
-                        steady::time_point deadline, Next next) {
-    const std::int64_t bytes = width == CounterWidth::int64 ? 8 : 4;
-    return under_count(step, name, kind_counter, 0, bytes, deadline,
-                       [&](std::int64_t now, int stored_bytes, std::vector<Call>& writes) -> Status {
-                         auto value = next(now, stored_bytes);
-                         if (!value) return value.status();
-                         if (*value != now) writes.push_back({Stmt::set_count, {name, kind_counter, *value}});
-                         return {};
-                       });
-  }
-
-  // Queues a watcher of `name`/`kind` (in `writes`) and its Waiter. A
-  // watcher's entry outlives long waits (re-reads do not refresh it).
-  std::unique_ptr<Waiter> watcher(const std::string& name, std::string_view kind, std::vector<Call>& writes) {
+  std::unique_ptr<Waiter> watcher(const std::string& name, std::string_view kind,
+                                  std::vector<Call>& writes) override {
     if (!wakeups_) return nullptr;
     auto id = random_client_id();
     if (!id) return nullptr;
@@ -791,10 +578,14 @@ class TableBackend final : public Backend,
     return waiter;
   }
 
-  // Wakes every watcher of `name`/`kind` (in `writes`: found under the lock).
-  void wake_watchers(const std::string& name, std::string_view kind, std::vector<Call>& writes) {
-    writes.push_back({Stmt::heads, {name, kind, std::int64_t{1000}}});
+  Result<std::vector<Rows>> run(std::string_view step, steady::time_point deadline,
+                                std::span<const Call> calls) override {
+    auto conn = pool_->take(step, deadline);
+    if (!conn) return conn.status();
+    return run(**conn, calls);
   }
+
+  const std::string& holder_info() const override { return config_.holder_info; }
 
   Result<Pool::Lease> connection(std::string_view step) {
     return pool_->take(step, steady::now() + config_.op_timeout);
@@ -909,6 +700,10 @@ class TableBackend final : public Backend,
   std::shared_ptr<Wakeups> wakeups_;
   const TableConfig config_;
   PendingReplies unanswered_;  // releases sent without waiting
+  // Counter, Latch and Barrier (counters.h, barrier.h), through CountRows.
+  const std::unique_ptr<CounterDriver> counters_ = make_counters(*this);
+  const std::unique_ptr<LatchDriver> latches_ = make_latches(*this);
+  const std::unique_ptr<BarrierDriver> barriers_ = make_barriers(*this);
 };
 
 std::optional<Grant> TableWaiter::take_grant() {
