@@ -221,4 +221,37 @@ Result<Url> parse_url(std::string_view text) {
   return url;
 }
 
+std::string printable_url(std::string_view text) {
+  if (auto url = parse_url(text)) return url->redacted();
+  std::string out(text);
+  // user:password@ in the authority (up to the first '/', '?' or '#' after
+  // "://"; the last '@' in it ends the user info).
+  const auto scheme_end = out.find("://");
+  const std::size_t from = scheme_end == std::string::npos ? 0 : scheme_end + 3;
+  const std::size_t authority_end = std::min(out.find_first_of("/?#", from), out.size());
+  const auto at = out.rfind('@', authority_end == 0 ? 0 : authority_end - 1);
+  if (at != std::string::npos && at >= from) {
+    const auto colon = out.find(':', from);
+    if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+  }
+  // secret=value in the query.
+  const auto query = out.find('?');
+  if (query == std::string::npos) return out;
+  std::string rebuilt = out.substr(0, query + 1);
+  std::string_view rest = std::string_view(out).substr(query + 1);
+  while (true) {
+    const auto amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    const auto eq = pair.find('=');
+    if (eq != std::string_view::npos && is_secret_key(std::string(pair.substr(0, eq))))
+      rebuilt += std::string(pair.substr(0, eq + 1)) + "***";
+    else
+      rebuilt += pair;
+    if (amp == std::string_view::npos) break;
+    rebuilt += '&';
+    rest = rest.substr(amp + 1);
+  }
+  return rebuilt;
+}
+
 }  // namespace dlock::detail

@@ -32,4 +32,9 @@ struct Url {
 // Errors name the part that is wrong and never echo a password.
 Result<Url> parse_url(std::string_view text);
 
+// `text` fit to print whether it parses or not: redacted() if it does;
+// else the text with what stands between "user:" and "@" and the values
+// of secret-looking query options ("password=", "...key=") as "***".
+std::string printable_url(std::string_view text);
+
 }  // namespace dlock::detail

@@ -292,3 +292,25 @@ TEST(Url, UnescapedSlashOrQuestionMarkInPasswordNeverLeaks) {
 
 }  // namespace
 }  // namespace dlock::detail
+
+namespace dlock::detail {
+namespace {
+
+// A URL that does not parse is still printed without its secrets: what
+// stands between "user:" and "@", and secret-looking query values.
+TEST(PrintableUrl, HidesSecretsWhetherTheUrlParsesOrNot) {
+  EXPECT_EQ(printable_url("redis://u:Zq9Secret77@h:6379/0"), "redis://u:***@h:6379/0");
+  // Bad port: does not parse.
+  EXPECT_EQ(printable_url("redis://u:Zq9Secret77@h:99999/0"), "redis://u:***@h:99999/0");
+  EXPECT_EQ(printable_url("redis://u:Zq9:Sec@ret77@h:port"), "redis://u:***@h:port");
+  EXPECT_EQ(printable_url("etcds://h:x?ca=/c.pem&key=/k.pem&password=Zq9Secret77"),
+            "etcds://h:x?ca=/c.pem&key=***&password=***");
+  for (const char* text : {"redis://u:Zq9Secret77@h:99999", "mysql://:Zq9Secret77@[::1/db", "u:Zq9Secret77@x y",
+                           "zk://a:Zq9Secret77@h/b c?password=Zq9Secret77"})
+    EXPECT_THAT(printable_url(text), Not(HasSubstr("Zq9Secret77"))) << text;
+  // Nothing secret: as given.
+  EXPECT_EQ(printable_url("redis://h:99999"), "redis://h:99999");
+}
+
+}  // namespace
+}  // namespace dlock::detail

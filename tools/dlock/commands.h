@@ -42,8 +42,8 @@ std::string default_backend();
 // taken for the default.
 std::string store_url(const std::string& backend, bool given);
 
-// A store URL fit to print: its password replaced by "***" (the text as
-// given if it does not parse).
+// A store URL fit to print: its password replaced by "***", whether it
+// parses or not (detail::printable_url).
 std::string printable_url(const std::string& url);
 
 // Parses "500ms", "10s", "2m"; throws CLI::ValidationError naming `option`.

@@ -60,10 +60,7 @@ std::string store_url(const std::string& backend, bool given) {
   throw CLI::ValidationError(source + ": unknown scheme '" + parsed->scheme + "' (this dlock has " + schemes + ")");
 }
 
-std::string printable_url(const std::string& url) {
-  auto parsed = detail::parse_url(url);
-  return parsed ? parsed->redacted() : url;
-}
+std::string printable_url(const std::string& url) { return detail::printable_url(url); }
 
 std::chrono::milliseconds duration_arg(const std::string& text, std::string_view option) {
   auto d = detail::parse_duration(text, option);
