@@ -45,6 +45,11 @@ TEST(CliParse, RefusesBadArgumentsNamingThem) {
   EXPECT_NE(refused({}).find("a command is required"), std::string::npos);
   EXPECT_NE(refused({"run", "--permits", "0", "job", "true"}).find("--permits: must be >= 1"), std::string::npos);
   EXPECT_NE(refused({"run", "--lease", "5ms", "job", "true"}).find("--lease: 5ms is too short"), std::string::npos);
+  // dlock status shows the id: a newline in it would forge a line there.
+  EXPECT_NE(refused({"run", "--elect", "--id", "a\nb", "job", "true"}).find("--id: must not contain control"),
+            std::string::npos);
+  EXPECT_NE(refused({"run", "--elect", "--id", "a\x1b[2Jb", "job", "true"}).find("--id"), std::string::npos);
+  EXPECT_NE(refused({"run", "--id", "me", "job", "true"}).find("--id: goes with --elect"), std::string::npos);
 }
 
 TEST(CliParse, HelpAndVersionArePrintedNotRun) {

@@ -110,6 +110,12 @@ RunPlan check_run(const RunArgs& args) {
     if (why.starts_with("name: ")) why.erase(0, 6);
     throw CLI::ValidationError("NAME: " + why);
   }
+  // An id is shown by dlock status and Election::leader(): a control
+  // character in it could forge or garble a line there.
+  if (!args.id.empty() && !args.elect) throw CLI::ValidationError("--id: goes with --elect (the leader's id)");
+  if (std::any_of(args.id.begin(), args.id.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+    throw CLI::ValidationError("--id: must not contain control characters (a newline, a tab, an escape...)");
   t.lease = duration_arg(args.lease, "--lease");
   if (t.lease < min_lease)
     throw CLI::ValidationError("--lease: " + args.lease + " is too short; the shortest is " +
