@@ -15,7 +15,9 @@ const BackendEntry* find_backend(std::string_view scheme) {
   return nullptr;
 }
 
-Result<std::unique_ptr<Backend>> open_backend(const Url& url, const ClientOptions& options) {
+Result<std::unique_ptr<Backend>> open_backend(const Url& given, const ClientOptions& options) {
+  Url url = given;
+  if (Status s = take_password_file(url); !s) return s;
   if (const BackendEntry* entry = find_backend(url.scheme)) return entry->open(url, options);
   std::string known;
   for (const auto& entry : registered_backends()) known += (known.empty() ? "" : ", ") + std::string(entry.scheme);

@@ -1,6 +1,12 @@
 #include "core/url.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cctype>
+#include <cstring>
 #include <charconv>
 
 namespace dlock::detail {
@@ -252,6 +258,45 @@ std::string printable_url(std::string_view text) {
     rest = rest.substr(amp + 1);
   }
   return rebuilt;
+}
+
+Status take_password_file(Url& url) {
+  const auto option = url.query.find("password_file");
+  if (option == url.query.end()) return {};
+  const std::string path = option->second;
+  if (url.password) return invalid("give the password or password_file=, not both");
+  if (path.empty() || path.front() != '/') return invalid("password_file='" + path + "' must be an absolute path");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int error = errno;
+    return invalid("password_file='" + path + "' cannot be read: " +
+                   (error == ELOOP ? std::string("it is a symlink") : std::string(std::strerror(error))));
+  }
+  struct stat st {};
+  std::string problem;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    problem = "is not a regular file";
+  else if (st.st_uid != ::geteuid() && st.st_uid != 0)
+    problem = "belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+  else if (st.st_mode & (S_IRWXG | S_IRWXO))
+    problem = "may be read or written by group or others (chmod 600)";
+  std::string text;
+  if (problem.empty()) {
+    char buf[4096];
+    ssize_t n = 0;
+    while (text.size() <= 4096 && (n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
+    if (n < 0) problem = std::string("cannot be read: ") + std::strerror(errno);
+    else if (text.size() > 4096) problem = "is longer than 4096 bytes (it holds one password)";
+  }
+  ::close(fd);
+  if (!problem.empty()) return invalid("password_file='" + path + "' " + problem);
+  if (text.ends_with('\n')) text.pop_back();
+  if (text.ends_with('\r')) text.pop_back();
+  if (text.empty() || text.find('\n') != std::string::npos)
+    return invalid("password_file='" + path + "' must hold the password on one line");
+  url.password = std::move(text);
+  url.query.erase(option);
+  return {};
 }
 
 }  // namespace dlock::detail

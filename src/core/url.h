@@ -32,6 +32,15 @@ struct Url {
 // Errors name the part that is wrong and never echo a password.
 Result<Url> parse_url(std::string_view text);
 
+// password_file=PATH, an option every store takes: the password is read
+// from PATH (one line; a trailing newline is dropped) instead of being
+// written in the URL, where it would show in /proc/<pid>/cmdline and in
+// shell histories. PATH must be a regular file (not a symlink) of this
+// user (or root) that nobody else may read or write. The option is taken
+// out of `url` and the password put in; invalid_argument naming the path
+// and the fix if the file is refused, or if the URL has a password too.
+Status take_password_file(Url& url);
+
 // `text` fit to print whether it parses or not: redacted() if it does;
 // else the text with what stands between "user:" and "@" and the values
 // of secret-looking query options ("password=", "...key=") as "***".

@@ -189,6 +189,21 @@ TEST_F(Cli, SqliteUrlOfAFileThatIsNotADatabaseIsABadArgument) {
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), text);
 }
 
+// A password on the command line is readable by every user of the host
+// (/proc/<pid>/cmdline): dlock says so, without repeating it, and says
+// where else to put it; in DLOCK_BACKEND it says nothing.
+#ifdef DLOCK_WITH_REDIS
+TEST_F(Cli, APasswordOnTheCommandLineIsWarnedAbout) {
+  auto ran = dlock_apart({"status", "--backend", "redis://:Zq9Secret77@127.0.0.1:1"});
+  EXPECT_NE(ran.err.find("warning: the password in --backend"), std::string::npos) << ran.err;
+  EXPECT_NE(ran.err.find("password_file="), std::string::npos) << ran.err;
+  EXPECT_EQ(ran.err.find("Zq9Secret77"), std::string::npos) << ran.err;
+  ran = dlock_apart({"status"}, {"DLOCK_BACKEND=redis://:Zq9Secret77@127.0.0.1:1"});
+  EXPECT_EQ(ran.err.find("warning"), std::string::npos) << ran.err;
+  EXPECT_EQ(ran.err.find("Zq9Secret77"), std::string::npos) << ran.err;
+}
+#endif
+
 // The default store in $XDG_RUNTIME_DIR, however the path is spelt.
 TEST_F(Cli, DefaultStoreTakesXdgRuntimeDirWithATrailingSlash) {
   for (const std::string& runtime : {dir_.path() + "/", dir_.path() + "//", dir_.path() + "/./"}) {

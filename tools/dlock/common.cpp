@@ -52,6 +52,11 @@ std::string store_url(const std::string& backend, bool given) {
   const std::string source = given ? "--backend" : env && *env ? "DLOCK_BACKEND" : "the default store";
   auto parsed = detail::parse_url(url);
   if (!parsed) throw CLI::ValidationError(source + ": " + parsed.status().message());
+  // Every process of this host may read a command line (/proc/<pid>/cmdline).
+  if (given && parsed->password)
+    std::fprintf(stderr,
+                 "dlock: warning: the password in --backend can be read by every user of this host (ps); give the "
+                 "URL in DLOCK_BACKEND, or the password in a file with ?password_file=PATH\n");
   std::string schemes;
   for (const std::string& scheme : dlock::backends()) {
     if (scheme == parsed->scheme) return url;
