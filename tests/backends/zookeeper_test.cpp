@@ -1,9 +1,13 @@
 // The zk:// backend's own behaviour, no fault injected: a session timeout
 // the ensemble won't grant, nodes made with credentials, no session
-// descriptor passed to a forked program, and names ZooKeeper cannot hold.
-// Each test runs its own server (java, a child that dies with the test)
-// under a root node of its own.
+// descriptor passed to a forked program, names ZooKeeper cannot hold, and
+// barrier names that would be another barrier's open flag. The
+// ZooKeeperFault tests run their own server (java, a child that dies with
+// the test); ZooKeeperBarrier's use the one the zookeeper CTest fixture
+// started (server_url("zookeeper")), each under a root node of its own.
 #include "child_process.h"
+#include "servers.h"
+#include "thrown.h"
 #include "zookeeper_ensemble.h"
 #include "zookeeper_nodes.h"
 
@@ -103,6 +107,26 @@ TEST_F(ZooKeeperFault, NamesZooKeeperCannotHoldAreRefused) {
   auto nested = c->mutex("orders/eu/42");  // segments are fine
   ASSERT_TRUE(nested.try_lock());
   nested.unlock();
+}
+
+// In Curator's layout the node `ready` in a barrier's container says that
+// barrier is open, so on zk:// a barrier whose last name segment is `ready`
+// would open barrier "x" as "x/ready"'s member arrives: such a barrier is
+// refused as a member arrives, before anything is made, and barrier "x"
+// does not open with one of its 2 members afterwards.
+using ZooKeeperBarrier = ZooKeeperRootTest;
+
+TEST_F(ZooKeeperBarrier, ANameEndingInReadyIsRefusedAndMakesNothing) {
+  const std::string url = server_url("zookeeper");
+  auto c = dlock::connect(url + root(), {.op_timeout = 2s});
+  for (const std::string name : {"x/ready", "ready"}) {
+    auto member = c->barrier(name, 2);
+    EXPECT_EQ(thrown([&] { (void)member.arrive_and_wait_for(scaled(1s)); }), errc::invalid_argument) << name;
+    EXPECT_FALSE(member.entered()) << name;
+  }
+  EXPECT_EQ(count_children(url.substr(std::string("zk://").size()), root()), 0) << "a refused barrier made nodes";
+  auto alone = c->barrier("x", 2);
+  EXPECT_FALSE(alone.arrive_and_wait_for(scaled(1s))) << "barrier 'x' opened with one of its 2 members";
 }
 
 }  // namespace
