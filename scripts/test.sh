@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs every test:
-#   1. the dev build (warnings as errors): unit, conformance, fault, interop, CLI,
+#   1. the dev build (warnings as errors): unit, conformance, backend, fault, interop, CLI,
 #      install, docs and example tests (the API reference builds without warnings;
 #      bench/plot draws; the inventory service behind nginx sells exactly its stock);
-#   2. the unit, conformance and fault tests (every backend, worker processes
+#   2. the unit, conformance, backend and fault tests (every backend, worker processes
 #      and killed/stopped/restarted servers included) under AddressSanitizer +
 #      UndefinedBehaviorSanitizer, but for the 10,000-lock and -permit renewal
 #      tests (their bound on batches per period assumes an uninstrumented client;
@@ -78,10 +78,10 @@ cmake --build --preset dev -j "$jobs"
 # builds take without taking it from the tests (any test's or server's
 # process wins the CPU over an idle-class compiler at once). Each stage's tests start once its
 # build is done; a build's output is shown only if it fails.
-sanitized_targets=(dlock_unit_tests dlock_conformance_tests dlock_file_fault_tests dlock_redis_fault_tests
-  dlock_zookeeper_fault_tests dlock_postgres_fault_tests dlock_mysql_fault_tests dlock_redis_sentinel_fault_tests
-  dlock_redis_cluster_fault_tests dlock_quorum_fault_tests dlock_etcd_fault_tests dlock_history_checker_tests
-  dlock_nemesis_tests)
+sanitized_targets=(dlock_unit_tests dlock_conformance_tests dlock_backend_tests dlock_file_fault_tests
+  dlock_redis_fault_tests dlock_zookeeper_fault_tests dlock_postgres_fault_tests dlock_mysql_fault_tests
+  dlock_redis_sentinel_fault_tests dlock_redis_cluster_fault_tests dlock_quorum_fault_tests dlock_etcd_fault_tests
+  dlock_history_checker_tests dlock_nemesis_tests)
 fuzz_targets=(fuzz_url fuzz_duration fuzz_names fuzz_backend_config fuzz_redis_replies fuzz_zk_names fuzz_cli_args
   fuzz_file_state)
 build_in_background() {  # <preset> <target>...: build, log to build/<preset>.log, mark build/<preset>.built
@@ -110,7 +110,7 @@ wait_for_build() {  # <preset>: wait until it is built; its log and a failure if
   echo "($preset build done in the background: $(cat "build/$preset.built") s)"
 }
 if ((quick == 0)); then
-  # Every test binary with the unit, conformance or fault label is named: one
+  # Every test binary with the unit, conformance, backend or fault label is named: one
   # not built would be left out silently (gtest discovery finds nothing).
   set -m  # the builds get a process group of their own, ended with the script
   (
@@ -132,7 +132,7 @@ run_tests dev "$dev_test_jobs"
 
 if ((quick == 0)); then
   for preset in asan tsan; do
-    step "$preset: unit, conformance and fault tests"
+    step "$preset: unit, conformance, backend and fault tests"
     wait_for_build "$preset"
     run_tests "$preset" "$test_jobs"
   done

@@ -1,10 +1,10 @@
 // MySQL/MariaDB under faults: a stopped (SIGSTOP) server, a killed one, one
-// restarted, users with too few rights, and TLS with a CA the test makes
-// (Connector/C's ssl-ca, ssl-verify-server-cert passed through). Each test
-// starts its own
-// MariaDB server (scripts/mariadb-server.sh) in a temp dir, because it
-// stops, kills or administers it.
+// restarted. Each test starts its own MariaDB server
+// (scripts/mariadb-server.sh) in a temp dir, because it stops, kills or
+// restarts it. (The backend's behaviour without faults:
+// tests/backends/mysql_test.cpp.)
 #include "child_process.h"
+#include "mariadb_server.h"
 #include "stopped_store.h"
 #include "thrown.h"
 
@@ -24,72 +24,13 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-class MysqlFault : public ::testing::Test {
+// (tests/backends/mysql_test.cpp runs the same server, but for
+// unlock_does_not_wait_for_the_server(), as suite MysqlFault too: CTest's
+// test names use it.)
+class MysqlFault : public OwnMariadbServer {
  protected:
-  void SetUp() override {
-    ASSERT_EQ(server("start"), 0) << "could not start MariaDB";
-    std::ifstream in(dir_.path() + "/url");
-    ASSERT_TRUE(in >> url_);
-  }
-  void TearDown() override { (void)server("stop"); }
-
-  int server(const std::string& command) {
-    const std::string line = env_ + " " + DLOCK_MARIADB_SCRIPT + " " + command + " " + dir_.path() + " >/dev/null";
-    return std::system(line.c_str());
-  }
-
-  ClientOptions options() const { return {.op_timeout = 1000ms}; }
-
-  // Runs SQL as the server's root user (over its socket); the exit code.
-  int admin(const std::string& sql) {
-    std::ifstream in(dir_.path() + "/datadir");
-    std::string data;
-    in >> data;
-    const std::string sql_file = dir_.path() + "/admin.sql";
-    std::ofstream(sql_file) << sql;
-    const std::string line =
-        "mariadb --no-defaults -uroot --socket=" + data + "/sock < " + sql_file + " >/dev/null";
-    return std::system(line.c_str());
-  }
-
-  // The URL with another user and database.
-  std::string url_as(const std::string& user_and_password, const std::string& database) const {
-    const auto at = url_.find('@'), slash = url_.rfind('/');
-    return "mysql://" + user_and_password + url_.substr(at, slash - at) + "/" + database;
-  }
-
   // The body of the two UnlockDoesNotWaitForTheServer tests (below).
   void unlock_does_not_wait_for_the_server(const std::string& query);
-
-  TempDir dir_;
-  std::string url_;
-  std::string env_;  // settings for the script ("MARIADB_TLS=DIR ...")
-};
-
-// A server that takes only TLS over TCP (--require-secure-transport), with
-// a CA of the test's (scripts/test-ca.sh).
-class MysqlTls : public MysqlFault {
- protected:
-  MysqlTls() { env_ = "MARIADB_TLS=" + ca() + " MARIADB_TLS_REQUIRED=1"; }
-  std::string ca() const { return dir_.path() + "/ca"; }
-  // The user `tls` (password below, made by the test) and `query`.
-  std::string url_with(const std::string& query) const {
-    return url_as(std::string("tls:") + password, "dlock") + (query.empty() ? "" : "?" + query);
-  }
-  static constexpr const char* password = "My5ecretXy42";
-
-  // Connecting with `query` fails with `unavailable` within op_timeout
-  // (1 s), saying `named` and never the password.
-  void refused(const std::string& query, const std::string& named, errc kind = errc::unavailable) {
-    expect_refused_within([&] { (void)connect(url_with(query), options()); }, kind, 1s + scaled(1500ms), named,
-                          password, query);
-  }
-  // Makes the user `tls` with `require` (e.g. "SSL", "SUBJECT '/CN=dlock'").
-  void make_user(const std::string& require) {
-    ASSERT_EQ(admin("CREATE USER 'tls'@'127.0.0.1' IDENTIFIED BY '" + std::string(password) + "' REQUIRE " +
-                    require + "; GRANT ALL ON dlock.* TO 'tls'@'127.0.0.1';"),
-              0);
-  }
 };
 
 // A stopped server answers nothing: every call fails with unavailable
@@ -179,107 +120,6 @@ TEST_F(MysqlFault, SessionHoldersLearnARestartFreedTheirLocks) {
   EXPECT_GT(other.token(), before);
   other.unlock();
   EXPECT_EQ(holder.unlock_checked().code(), errc::lock_lost);
-}
-
-// A session waiter blocks in the server's own queue (GET_LOCK with a
-// timeout) and is handed the lock by the release, with a greater token.
-TEST_F(MysqlFault, SessionWaiterIsHandedTheLockByTheServer) {
-  auto a = connect(url_ + "?mode=session", options());
-  auto b = connect(url_ + "?mode=session", options());
-  auto held = a->mutex("queue");
-  held.lock();
-  const auto first_token = held.token();
-  auto waiter = b->mutex("queue");
-  EXPECT_FALSE(waiter.try_lock_for(200ms)) << "a second session took a held lock";
-  std::atomic<bool> got{false};
-  std::atomic<std::uint64_t> token{0};
-  std::thread wait([&] {
-    got = waiter.try_lock_for(scaled(5s));
-    if (got) {
-      token = waiter.token();
-      waiter.unlock();
-    }
-  });
-  std::this_thread::sleep_for(300ms);  // the waiter is in GET_LOCK's queue by now
-  const auto released = steady::now();
-  held.unlock();
-  wait.join();
-  ASSERT_TRUE(got) << "the waiter never got the released lock";
-  EXPECT_LT(steady::now() - released, scaled(2s)) << "the waiter was not woken by the release";
-  EXPECT_GT(token.load(), first_token);
-}
-
-// A user with rights on dlock's tables only works; without the tables and
-// without the right to create them, it is told what to run.
-TEST_F(MysqlFault, LeastPrivilegedUserIsToldTheDdlThenWorks) {
-  ASSERT_EQ(admin("CREATE DATABASE dlock_lp; USE dlock_lp; CREATE USER 'lp'@'127.0.0.1' IDENTIFIED BY 'lp'; "
-                  "GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_lp.* TO 'lp'@'127.0.0.1';"),
-            0);
-  const std::string url = url_as("lp:lp", "dlock_lp");
-  std::string ddl;
-  try {
-    (void)connect(url, options());
-    FAIL() << "connected without dlock's tables";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), errc::unavailable) << e.what();
-    const std::string what = e.what();
-    EXPECT_EQ(what.find(":lp@"), std::string::npos) << "the password leaked: " << what;
-    const auto from = what.find("CREATE TABLE"), to = what.find(";\nthen GRANT");
-    ASSERT_NE(from, std::string::npos) << what;
-    ASSERT_NE(to, std::string::npos) << what;
-    ddl = what.substr(from, to - from);
-  }
-  ASSERT_EQ(admin("USE dlock_lp; " + ddl + ";"), 0) << "the DDL in the message does not run:\n" << ddl;
-  auto client = connect(url, options());
-  auto m = client->mutex("orders");
-  ASSERT_TRUE(m.try_lock());
-  EXPECT_GT(m.token(), 0u);
-  m.unlock();
-}
-
-// ssl-ca and ssl-verify-server-cert=1 with the test's CA: the client locks,
-// over TLS (the server takes nothing else). TLS off, and a CA that did not
-// sign the server's certificate, are refused within op_timeout with a
-// message that says why and never shows the password.
-TEST_F(MysqlTls, VerifiedTlsLocksAndTlsOffOrAnotherCaIsRefused) {
-  make_user("NONE");
-  const std::string other_ca = dir_.path() + "/other-ca";
-  ASSERT_EQ(std::system((std::string(DLOCK_TEST_CA_SCRIPT) + " " + other_ca).c_str()), 0);
-  {
-    auto client = connect(url_with("ssl-ca=" + ca() + "/ca.pem&ssl-verify-server-cert=1"), options());
-    auto m = client->mutex("jobs");
-    std::lock_guard hold(m);
-    EXPECT_GT(m.token(), 0u);
-  }
-  refused("", "requires TLS");
-  refused("ssl-ca=" + other_ca + "/ca.pem&ssl-verify-server-cert=1", "TLS/SSL error");
-}
-
-// ssl-cert and ssl-key reach the client library: a user made with REQUIRE
-// SUBJECT '/CN=dlock' locks with the test's client certificate. Without
-// one, or with one another CA signed, the server refuses, and the message
-// says what to check; a certificate or key file that isn't there is named
-// before connecting.
-TEST_F(MysqlTls, ClientCertificateLocksAndAMissingOrForeignOneIsRefused) {
-  make_user("SUBJECT '/CN=dlock'");
-  const std::string other_ca = dir_.path() + "/other-ca";
-  ASSERT_EQ(std::system((std::string(DLOCK_TEST_CA_SCRIPT) + " " + other_ca).c_str()), 0);
-  const std::string verified = "ssl-ca=" + ca() + "/ca.pem&ssl-verify-server-cert=1";
-  const auto client_cert = [](const std::string& dir) {
-    return "&ssl-cert=" + dir + "/client.pem&ssl-key=" + dir + "/client.key";
-  };
-  {
-    auto client = connect(url_with(verified + client_cert(ca())), options());
-    auto m = client->mutex("jobs");
-    std::lock_guard hold(m);
-    EXPECT_GT(m.token(), 0u);
-  }
-  refused(verified, "add ssl-cert=FILE&ssl-key=FILE");
-  refused(verified + client_cert(other_ca), "refused the client certificate");
-  refused(verified + "&ssl-cert=" + ca() + "/missing.pem&ssl-key=" + ca() + "/client.key",
-          "ssl-cert='" + ca() + "/missing.pem' cannot be read", errc::invalid_argument);
-  refused(verified + "&ssl-cert=" + ca() + "/client.pem&ssl-key=" + ca() + "/missing.key",
-          "ssl-key='" + ca() + "/missing.key' cannot be read", errc::invalid_argument);
 }
 
 }  // namespace

@@ -16,12 +16,11 @@
 //   - after a failover, holds in the moved slots are re-validated at once;
 //   - a SIGKILLed master: the replica is promoted, the clients follow it
 //     (the gap is printed; a double grant is possible and reported);
-//   - many names spread over every master;
-//   - seeds of two clusters, and a seed that is not a cluster node, are
-//     refused; bad URLs are refused naming the argument; dead seeds fail
-//     connect() within op_timeout.
+//   - dead seeds fail connect() within op_timeout.
+// (The backend's behaviour without faults: tests/backends/redis_cluster_test.cpp.)
 #include "child_process.h"
 #include "fenced_resource.h"
+#include "redis_cluster_setup.h"
 #include "thrown.h"
 
 #include <dlock/dlock.h>
@@ -44,43 +43,12 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-std::string trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
 long long ms(steady::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
-std::string cli(const std::string& port, const std::string& args) {
-  return trimmed(shell_output("timeout 5 redis-cli -h 127.0.0.1 -p " + port + " " + args + " 2>/dev/null"));
-}
-
-class RedisClusterFault : public ::testing::Test {
+// (tests/backends/redis_cluster_test.cpp runs the same cluster, but for the
+// helpers below, as suite RedisClusterFault too: CTest's test names use it.)
+class RedisClusterFault : public OwnRedisCluster {
  protected:
-  void SetUp() override {
-    auto out = script("start");  // (CLUSTER_NODE_TIMEOUT_MS: node_timeout_ms_)
-    std::ifstream in(dir_.path() + "/url");
-    ASSERT_TRUE(std::getline(in, url_)) << "the cluster did not start: " << out;
-    std::ifstream env(dir_.path() + "/env");
-    for (std::string line; std::getline(env, line);) {
-      if (line.starts_with("MASTER_PORTS=")) {
-        std::istringstream ports(line.substr(14, line.size() - 15));
-        for (std::string p; ports >> p;) masters_.push_back(p);
-      }
-    }
-    ASSERT_EQ(masters_.size(), 3u);
-  }
-  void TearDown() override { (void)script("stop"); }
-
-  std::string script(const std::string& args) {
-    return shell_output("REPLICAS=1 CLUSTER_NODE_TIMEOUT_MS=" + node_timeout_ms_ + " " + std::string(DLOCK_CLUSTER_SCRIPT) + " " +
-                        args.substr(0, args.find(' ')) + " " + dir_.path() +
-                        (args.find(' ') == std::string::npos ? "" : args.substr(args.find(' '))) + " 2>&1");
-  }
-  // The slot of a lock name's keys, and the master serving it.
-  std::string slot_of(const std::string& name) { return cli(masters_[0], "CLUSTER KEYSLOT '" + name + "'"); }
-  std::string master_of(const std::string& slot) { return trimmed(script("master-of " + slot)); }
-
   // Clients taking turns on `name` (each turn a fenced write) while
   // `disturb` runs once they all have turns; then every client must take
   // more turns, the resource must have seen no violation (if `strict`),
@@ -146,11 +114,6 @@ class RedisClusterFault : public ::testing::Test {
     EXPECT_TRUE(got) << "the waiter never got the lock";
     return got ? ms(got_at - released) : -1;
   }
-
-  TempDir dir_;
-  std::string node_timeout_ms_ = "3000";
-  std::string url_;
-  std::vector<std::string> masters_;
 };
 
 RedisClusterFault::RunOutcome RedisClusterFault::contended_run(const std::string& name,
@@ -528,84 +491,6 @@ TEST_F(KilledMaster, ClientsFindTheReplicaOfAStoppedMasterTheyWouldAskFirst) {
   std::string now;
   EXPECT_TRUE(eventually([&] { return !(now = master_of(slot)).empty() && now != order.front(); }, 5s))
       << "the slot was not failed over: the turns after the stop proved nothing";
-}
-
-// Names land on every master, and one client holds locks on all of them at
-// once; each command went straight to its slot's master (the client hashes
-// as the servers do: no MOVED answered, as Redis 7's errorstats count).
-TEST_F(RedisClusterFault, ManyLocksSpreadOverEveryMaster) {
-  auto client = dlock::connect(url_, {.op_timeout = 1s});
-  std::vector<Mutex> held;
-  for (int i = 0; i < 60; ++i) {
-    held.push_back(client->mutex("item:" + std::to_string(i), {.lease = 30s}));
-    ASSERT_TRUE(held.back().try_lock()) << i;
-  }
-  for (const auto& port : masters_) {
-    const std::string keys = cli(port, "DBSIZE");
-    EXPECT_GT(std::stoi(keys.empty() ? "0" : keys), 0) << "no lock on master " << port;
-  }
-  const auto listed = client->list_locks("item:");
-  EXPECT_EQ(listed.size(), 60u);
-  for (auto& m : held) m.unlock();
-  for (const auto& port : masters_)
-    EXPECT_EQ(cli(port, "INFO errorstats").find("errorstat_MOVED"), std::string::npos)
-        << "master " << port << " redirected a command: the client's slot differs from the server's";
-}
-
-// A seed of another cluster (a lone cluster node: a cluster of its own),
-// and a seed that is a plain server, are refused at connect().
-TEST_F(RedisClusterFault, SeedsOfTwoClustersOrAPlainServerAreRefused) {
-  TempDir other;
-  const std::string ports =
-      std::string(DLOCK_CLUSTER_SCRIPT).substr(0, std::string(DLOCK_CLUSTER_SCRIPT).rfind('/')) + "/ports.sh";
-  const std::string bus = trimmed(shell_output("bash -c 'source " + ports + "; free_port'"));
-  const std::string redis_server =
-      std::string(DLOCK_CLUSTER_SCRIPT).substr(0, std::string(DLOCK_CLUSTER_SCRIPT).rfind('/')) + "/redis-server.sh";
-  // Both stopped however the test ends (before `other` goes).
-  struct StopBoth {
-    std::string script, dir;
-    ~StopBoth() {
-      for (const char* which : {"/lone", "/plain"}) (void)shell_output(script + " stop " + dir + which + " 2>&1");
-    }
-  } stop_both{redis_server, other.path()};
-  auto start = [&](const std::string& dir, const std::string& extra) {
-    (void)shell_output("REDIS_EXTRA_ARGS='" + extra + "' " + redis_server + " start " + dir + " 2>&1");
-    std::ifstream in(dir + "/url");
-    std::string url;
-    std::getline(in, url);
-    return url.substr(url.rfind(':') + 1);
-  };
-  const std::string lone = start(other.path() + "/lone", "--cluster-enabled yes --cluster-port " + bus +
-                                                             " --cluster-config-file " + other.path() + "/nodes.conf");
-  const std::string plain = start(other.path() + "/plain", "");
-  const std::string seeds = url_.substr(std::string("redis+cluster://").size());
-  auto refused = [&](const std::string& url, const std::string& named) {
-    expect_thrown_naming([&] { (void)dlock::connect(url, {.op_timeout = 2s}); }, errc::invalid_argument, named, url);
-  };
-  ASSERT_FALSE(lone.empty());
-  ASSERT_FALSE(plain.empty());
-  refused("redis+cluster://" + seeds + ",127.0.0.1:" + lone, "different clusters");
-  refused("redis+cluster://127.0.0.1:" + plain + "," + seeds, "not a cluster node");
-  // A seed that is not there is skipped: the others answer.
-  auto client = dlock::connect("redis+cluster://127.0.0.1:1," + seeds, {.op_timeout = 2s});
-  auto m = client->mutex("x");
-  EXPECT_TRUE(m.try_lock());
-  m.unlock();
-}
-
-// No server needed: the URL is refused before any I/O, naming the part.
-TEST(RedisClusterUrl, BadUrlsAreRefusedNamingTheArgument) {
-  const std::vector<std::pair<std::string, std::string>> bad = {
-      {"redis+cluster://", "seed"},
-      {"redis+cluster://127.0.0.1:7000,127.0.0.1:7000", "listed twice"},
-      {"redis+cluster://127.0.0.1:7000/1", "no path"},
-      {"redis+cluster://127.0.0.1:7000?db=1", "no db"},
-      {"redis+cluster://127.0.0.1:7000?wait_replicas=1", "wait_replicas"},
-      {"redis+cluster://127.0.0.1:7000?prefix=a{b", "prefix"},
-      {"redis+cluster://127.0.0.1:7000?colour=blue", "colour"},
-  };
-  for (const auto& [url, named] : bad)
-    expect_thrown_naming([&] { (void)dlock::connect(url, {.op_timeout = 500ms}); }, errc::invalid_argument, named, url);
 }
 
 TEST(RedisClusterUrl, DeadSeedsFailWithinTheTimeout) {
