@@ -66,23 +66,12 @@ TEST(EtcdUrl, RefusesTlsFilesThatCannotServe) {
 }
 
 TEST(EtcdUrl, NeverEchoesThePassword) {
-  EXPECT_THAT(refused("etcd://alice:s3cret@127.0.0.1:1/a//b"), Not(HasSubstr("s3cret")));
-  std::string message;
-  EXPECT_EQ(thrown_code([&] { (void)connect("etcd://alice:s3cret@127.0.0.1:1", {.op_timeout = std::chrono::milliseconds(300)}); },
-                        &message),
-            errc::unavailable);
-  EXPECT_THAT(message, Not(HasSubstr("s3cret")));
-  EXPECT_THAT(message, HasSubstr("***"));
+  test::never_echoes_the_password("etcd://alice:s3cret@127.0.0.1:1/a//b", "etcd://alice:s3cret@127.0.0.1:1");
 }
 
 TEST(EtcdUrl, UnreachableClusterFailsWithinTheTimeout) {
-  const auto start = std::chrono::steady_clock::now();
-  std::string message;
-  EXPECT_EQ(thrown_code([&] { (void)connect("etcd://127.0.0.1:1,127.0.0.1:2", {.op_timeout = std::chrono::milliseconds(400)}); },
-                        &message),
-            errc::unavailable);
-  const auto took = std::chrono::steady_clock::now() - start;
-  EXPECT_LT(took, test::scaled(std::chrono::milliseconds(1400)));
+  const std::string message = test::unavailable_within("etcd://127.0.0.1:1,127.0.0.1:2",
+                                                       std::chrono::milliseconds(400), std::chrono::milliseconds(1400));
   EXPECT_THAT(message, HasSubstr("127.0.0.1:1"));
 }
 

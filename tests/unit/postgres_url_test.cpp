@@ -77,20 +77,13 @@ TEST(PostgresUrl, SchemaMustBeAPlainIdentifier) {
 }
 
 TEST(PostgresUrl, NeverEchoesThePassword) {
-  EXPECT_THAT(refused("postgres://alice:s3cret@127.0.0.1:1/db?pool=0"), Not(HasSubstr("s3cret")));
-  std::string message;
-  EXPECT_EQ(thrown_code([&] { (void)connect("postgres://alice:s3cret@127.0.0.1:1/db", {.op_timeout = std::chrono::milliseconds(300)}); },
-                        &message),
-            errc::unavailable);
-  EXPECT_THAT(message, Not(HasSubstr("s3cret")));
-  EXPECT_THAT(message, HasSubstr("***"));
+  test::never_echoes_the_password("postgres://alice:s3cret@127.0.0.1:1/db?pool=0",
+                                  "postgres://alice:s3cret@127.0.0.1:1/db");
 }
 
 TEST(PostgresUrl, UnreachableServerFailsWithinTheTimeout) {
-  const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(thrown_code([&] { (void)connect("postgres://127.0.0.1:1/db", {.op_timeout = std::chrono::milliseconds(500)}); }),
-            errc::unavailable);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, test::scaled(std::chrono::milliseconds(1500)));
+  (void)test::unavailable_within("postgres://127.0.0.1:1/db", std::chrono::milliseconds(500),
+                                 std::chrono::milliseconds(1500));
 }
 
 }  // namespace

@@ -116,4 +116,25 @@ inline std::string refused(const std::string& url, errc code = errc::invalid_arg
   return message;
 }
 
+// What connect(url) says when the store does not answer: unavailable, and
+// within `bound` (scaled) although each call may take `op_timeout`.
+inline std::string unavailable_within(const std::string& url, std::chrono::milliseconds op_timeout,
+                                      std::chrono::milliseconds bound) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string message;
+  EXPECT_EQ(thrown_code([&] { (void)connect(url, {.op_timeout = op_timeout}); }, &message), errc::unavailable) << url;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, scaled(bound)) << url;
+  return message;
+}
+
+// The password "s3cret" of `bad_url` (refused before any I/O) and of
+// `unreachable_url` (a store that does not answer) shows in neither error;
+// the latter names the store with "***" for it.
+inline void never_echoes_the_password(const std::string& bad_url, const std::string& unreachable_url) {
+  EXPECT_THAT(refused(bad_url), ::testing::Not(::testing::HasSubstr("s3cret")));
+  const std::string message = refused(unreachable_url, errc::unavailable);
+  EXPECT_THAT(message, ::testing::Not(::testing::HasSubstr("s3cret")));
+  EXPECT_THAT(message, ::testing::HasSubstr("***"));
+}
+
 }  // namespace dlock::test
