@@ -301,9 +301,17 @@ class RedisBackend final : public Backend, public LockDriver {
       grant.token = handover.token;
       release_async(held, grant, [](Status) {});
     };
-    return std::make_unique<RedisWaiter>(
-        *this, subscriber_.add(slot_key(request), request.name, store_.channel(request.name), std::move(orphaned)),
-        request.kind);
+    // A release may hand a mutex or a leadership straight to its waiter:
+    // the handover must carry this wait's secret (Subscriber::Slot). 128
+    // random bits, as a client id; if none can be had, no handover is
+    // taken (the waiter's next attempt finds the lock its own).
+    std::string secret;
+    if (request.kind == LockKind::mutex || request.kind == LockKind::leader)
+      if (auto random = random_client_id()) secret = std::move(*random);
+    return std::make_unique<RedisWaiter>(*this,
+                                         subscriber_.add(slot_key(request), request.name, store_.channel(request.name),
+                                                         std::move(orphaned), std::move(secret)),
+                                         request.kind);
   }
 
   Status release(const LockRequest& request, Grant& grant) override {
@@ -706,8 +714,10 @@ class RedisBackend final : public Backend, public LockDriver {
         call.args.insert(call.args.end(), {std::to_string(request.permits), retention});
         break;
       default:
-        // A mutex or a leadership: the lease's mode too.
+        // A mutex or a leadership: the lease's mode, and the secret a
+        // handover to this wait must carry (kept with the entry, in the keys).
         call.args.push_back(request.mode == LeaseMode::fixed ? "1" : "0");
+        call.args.push_back(call.slot ? subscriber_.secret(*call.slot) : std::string());
         if (request.kind == LockKind::leader)
           call.args.insert(call.args.end(), {request.data, channel_prefix_, observer_tag(request.name)});
         break;

@@ -148,12 +148,19 @@ std::optional<Message> message_of(const redisReply* r) {
 std::optional<Wake> wake_of(std::string_view payload) {
   // (Owners hold no '/', names no control characters.)
   const auto lines = split(payload, '\n');
-  if (lines.size() != 1 + 1 && lines.size() != 1 + 4) return std::nullopt;
+  if (lines.size() != 1 + 1 && lines.size() != 1 + 4 && lines.size() != 1 + 5) return std::nullopt;
   const auto who = split(lines[0], '/');
   if (who.size() != 3) return std::nullopt;
-  Wake out{who[1], who[2], lines[1]};
-  if (lines.size() == 5) {
+  Wake out;
+  out.owner = who[1];
+  out.nonce = who[2];
+  out.name = lines[1];
+  if (lines.size() >= 5) {
     out.handover = true;
+    if (lines.size() == 6) {
+      out.secret = lines[5];
+      if (out.secret.empty()) return std::nullopt;
+    }
     if (!whole_number(lines[2], out.token) || !whole_number(lines[3], out.server_ms) ||
         !whole_number(lines[4], out.lease_ms))
       return std::nullopt;

@@ -108,10 +108,12 @@ struct Message {
 std::optional<Message> message_of(const redisReply* r);
 
 // A wake-up the scripts publish: "<client id>/<owner>/<nonce>\n<name>",
-// and "\n<token>\n<server ms>\n<lease ms>" after the name when a release
-// handed the lock to that waiter. nullopt for any other payload, and for a
+// and "\n<token>\n<server ms>\n<lease ms>\n<secret>" after the name when a
+// release handed the lock to that waiter (the wait's secret, as the waiter
+// gave it: the subscriber takes no handover without it; a release of an
+// older dlock sends none). nullopt for any other payload, and for a
 // handover whose server ms is not 0..latest_server_ms or lease not
-// 0..longest_ms.
+// 0..longest_ms. Only the form is checked here, not who sent it.
 struct Wake {
   std::string_view owner;
   std::string_view nonce;
@@ -120,6 +122,7 @@ struct Wake {
   std::uint64_t token = 0;
   std::int64_t server_ms = 0;
   std::int64_t lease_ms = 0;
+  std::string_view secret;  // "" none
 };
 std::optional<Wake> wake_of(std::string_view payload);
 

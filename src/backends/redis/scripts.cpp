@@ -80,7 +80,7 @@ local function live_head(q, w, now, s)
     if deadline and tonumber(deadline) > now then return head, now end
     redis.call('LPOP', q)
     redis.call('ZREM', w, head)
-    if s then redis.call('HDEL', s, head, '!' .. head) end
+    if s then redis.call('HDEL', s, head, '!' .. head, '#' .. head) end
   end
 end
 )lua"},
@@ -128,11 +128,18 @@ end
     {"enqueue", R"lua(
 -- Queues entry at the back of queue q, or refreshes its deadline; the queue
 -- keys live as long as their latest deadline, no longer. A new entry's
--- `info` (what it waits with) goes into hash s, if given.
-local function enqueue(q, w, entry, ttl, now, s, info)
+-- `info` (what it waits with) goes into hash s, if given, and its wait's
+-- secret (if not '') into field '#' .. entry: only a handover carries it.
+local function enqueue(q, w, entry, ttl, now, s, info, secret)
   if redis.call('ZADD', w, now + ttl, entry) == 1 then
     redis.call('RPUSH', q, entry)
-    if s then redis.call('HSET', s, entry, info) end
+    if s then
+      if secret and secret ~= '' then
+        redis.call('HSET', s, entry, info, '#' .. entry, secret)
+      else
+        redis.call('HSET', s, entry, info)
+      end
+    end
   end
   keep_for(q, ttl)
   keep_for(w, ttl)
@@ -146,7 +153,7 @@ local function dequeue(q, w, entry, s)
   if entry == '' or redis.call('ZREM', w, entry) == 0 then return false end
   local was_head = redis.call('LINDEX', q, 0) == entry
   redis.call('LREM', q, 0, entry)
-  if s then redis.call('HDEL', s, entry, '!' .. entry) end
+  if s then redis.call('HDEL', s, entry, '!' .. entry, '#' .. entry) end
   return was_head
 end
 )lua"},
@@ -214,8 +221,9 @@ end
 // for that long at most; its first renewal comes early (core).
 
 // ARGV: 1 owner, 2 lease ms, 3 our waiter entry ('' = none), 4 waiter_ttl ms,
-// 5 max_barging_wait ms ('0' = fair), 6 '1' if the lease is fixed;
-// elections also 7 data, 8 channel prefix, 9 observer tag
+// 5 max_barging_wait ms ('0' = fair), 6 '1' if the lease is fixed, 7 the
+// wait's secret ('' = none: a release wakes us without handing over);
+// elections also 8 data, 9 channel prefix, 10 observer tag
 constexpr std::string_view acquire = R"lua(
 local held = redis.call('HMGET', KEYS[1], 'owner', 'last_token')
 local holder = held[1]
@@ -243,8 +251,8 @@ if free then
   dequeue(KEYS[2], KEYS[3], ARGV[3], KEYS[4])
   -- An election: the leader's id, and every observer told.
   if KEYS[5] and holder ~= ARGV[1] then
-    redis.call('HSET', KEYS[1], 'data', ARGV[7])
-    wake_watchers(KEYS[5], ARGV[8], ARGV[9])
+    redis.call('HSET', KEYS[1], 'data', ARGV[8])
+    wake_watchers(KEYS[5], ARGV[9], ARGV[10])
   end
   return {1, token}
 end
@@ -253,7 +261,7 @@ now = now or now_ms()
 local at = string.format('%.0f', now)
 if ARGV[3] ~= '' then
   enqueue(KEYS[2], KEYS[3], ARGV[3], tonumber(ARGV[4]), now, KEYS[4],
-          at .. ',' .. ARGV[2] .. ',' .. ARGV[6] .. ',' .. ARGV[5] .. ',' .. (ARGV[7] or ''))
+          at .. ',' .. ARGV[2] .. ',' .. ARGV[6] .. ',' .. ARGV[5] .. ',' .. (ARGV[8] or ''), ARGV[7])
 end
 -- A head a release woke (release), beaten to the lock since, is not woken
 -- again while others may still barge: it asks again when its bound ends
@@ -287,13 +295,18 @@ if head then
   local since, lease, fixed, bound, data = waiting(KEYS[4], head)
   if since and now - since >= bound then
     -- The head has waited long enough: it holds the lock from now on, and
-    -- its wake-up says so (token, server time of the handover).
+    -- its wake-up says so (token, server time of the handover), with the
+    -- wait's secret, which only the waiter and the keys know: a message
+    -- without it is a mere wake-up (the waiter asks, and finds it holds).
     if fixed == '0' then lease = math.min(tonumber(lease), tonumber(ARGV[6])) end
     local token = token_after(mine[3])
     redis.call('HSET', KEYS[1], 'owner', string.match(head, '^[^/]*/([^/]*)'), 'token', token, 'last_token', token)
     redis.call('PEXPIRE', KEYS[1], lease)
+    local secret = redis.call('HGET', KEYS[4], '#' .. head)
     dequeue(KEYS[2], KEYS[3], head, KEYS[4])
-    publish(ARGV[4], head, ARGV[5] .. '\n' .. token .. '\n' .. string.format('%.0f', now) .. '\n' .. lease)
+    local grant = ARGV[5] .. '\n' .. token .. '\n' .. string.format('%.0f', now) .. '\n' .. lease
+    if secret then grant = grant .. '\n' .. secret end
+    publish(ARGV[4], head, grant)
     if KEYS[5] then
       redis.call('HSET', KEYS[1], 'data', data)
       wake_watchers(KEYS[5], ARGV[4], ARGV[7])

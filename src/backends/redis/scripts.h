@@ -3,9 +3,10 @@
 // Every script gets its keys through KEYS[] (so ACL key patterns apply) and
 // runs atomically on the server; all keys of one call share the name's hash
 // tag, so one cluster slot. The keys each family expects are listed below
-// and laid out in redis_backend.cpp. A waiter entry is "<client id>/<slot>";
+// and laid out in redis_backend.cpp. A waiter entry is "<client id>/<slot>/<nonce>";
 // a wake-up is a PUBLISH on "<prefix>client:<client id>" of
-// "<entry>\n<tag>" (subscriber.h); redis+cluster passes "" as the channel
+// "<entry>\n<tag>" (subscriber.h; a mutex's handover adds the token, the
+// server's clock, the lease and the wait's secret, kept in the keys); redis+cluster passes "" as the channel
 // prefix, and the wake-up is an SPUBLISH on "<prefix>{<name>}:client:<client
 // id>" (the key base of KEYS[1]), in the script's own slot.
 #pragma once

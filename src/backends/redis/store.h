@@ -34,7 +34,9 @@ struct Store {
   std::string base(std::string_view name) const { return config.prefix + "{" + std::string(name) + "}:"; }
   // A waiting slot's entry in the store: "<client id>/<slot key>/<nonce>".
   // The nonce tells this wait from an earlier one of the same thread: a
-  // message meant for that one (late) is not taken for ours.
+  // message meant for that one (late) is not taken for ours. Every wake-up
+  // publishes the entry, so none of it is secret: a handover proves itself
+  // with the wait's secret (Subscriber::Slot::secret), not with this.
   std::string entry(const Subscriber::Slot& slot) const { return client_id + "/" + slot.owner + "/" + slot.nonce; }
   // The channel this client's wake-ups for `name` come on, if sharded
   // (redis+cluster: channel_prefix is empty; the scripts' publish() builds

@@ -134,11 +134,12 @@ Status Subscriber::subscribe(steady::time_point deadline) {
 
 std::shared_ptr<Subscriber::Slot> Subscriber::add(const std::string& owner, const std::string& name,
                                                  const std::string& channel,
-                                                 std::function<void(const Handover&)> orphaned) {
+                                                 std::function<void(const Handover&)> orphaned, std::string secret) {
   auto slot = std::make_shared<Slot>();
   slot->owner = owner;
   slot->name = name;
   slot->orphaned = std::move(orphaned);
+  slot->secret = std::move(secret);
   std::unique_lock lk(mu_);
   slot->nonce = std::to_string(++next_nonce_);
   slots_[owner] = slot;  // an owner is one thread: it waits for one lock at a time
@@ -150,15 +151,23 @@ std::shared_ptr<Subscriber::Slot> Subscriber::add(const std::string& owner, cons
       kick();
       confirmed_.wait_until(lk, steady::now() + config_.op_timeout, [&] { return c.confirmed; });
     }
+    // Not heard yet: a handover before the subscription would be lost to us.
+    if (!c.confirmed) slot->secret.clear();
   }
   return slot;
+}
+
+std::string Subscriber::secret(const Slot& slot) {
+  std::lock_guard lk(mu_);
+  return slot.secret;
 }
 
 bool Subscriber::remove(const std::shared_ptr<Slot>& slot) {
   std::lock_guard lk(mu_);
   if (auto it = slots_.find(slot->owner); it != slots_.end() && it->second == slot) {
     slots_.erase(it);
-    if (slot->orphaned) {
+    // (One that had its handover takes no other: leave() gives on an untaken one.)
+    if (slot->orphaned && !slot->handover && !slot->secret.empty()) {
       // A wake-up that hands it the lock may be on its way (the release ran
       // before our leaving did): dispatch() gives that lock on. Kept for
       // a few seconds, far longer than a message takes.
@@ -233,25 +242,35 @@ std::function<void()> Subscriber::notify(Slot& slot) {
   return slot.on_notify;
 }
 
+// (Both after a subscription broke: a handover sent meanwhile is lost to
+// us, and someone else subscribed may have heard its secret. The slots take
+// no handover from now on; a lock handed to one is found by its next attempt.)
 void Subscriber::wake_channel(const std::string& channel, std::vector<std::function<void()>>& calls) {
   for (auto& [owner, slot] : slots_)
-    if (slot->channel == channel)
+    if (slot->channel == channel) {
+      slot->secret.clear();
       if (auto call = notify(*slot)) calls.push_back(std::move(call));
+    }
 }
 
 void Subscriber::wake_all() {
   std::vector<std::function<void()>> calls;
   {
     std::lock_guard lk(mu_);
-    for (auto& [owner, slot] : slots_)
+    for (auto& [owner, slot] : slots_) {
+      slot->secret.clear();
       if (auto call = notify(*slot)) calls.push_back(std::move(call));
+    }
   }
   for (auto& call : calls) call();
 }
 
 // A message "<client id>/<owner>/<nonce>\n<name>" wakes the slot of that
 // owner, if it is the same wait (nonce) for that lock; "…\n<token>\n<server
-// ms>\n<lease ms>" after the name says the release handed the lock to it.
+// ms>\n<lease ms>\n<secret>" after the name says the release handed the
+// lock to it. Anyone allowed to PUBLISH can send either: a handover is taken
+// only if it carries the wait's secret (Slot::secret), and only the first
+// one; anything else is a mere wake-up (the waiter asks the store again).
 // (Owners hold no '/', names no control characters.)
 void Subscriber::dispatch(const redisReply* r) {
   const auto message = message_of(r);
@@ -259,8 +278,15 @@ void Subscriber::dispatch(const redisReply* r) {
   if (on_message_) return on_message_(message->channel, message->payload);
   const auto wake = wake_of(message->payload);
   if (!wake) return;
-  std::optional<Handover> handover;
-  if (wake->handover) handover = Handover{.token = wake->token, .server_ms = wake->server_ms, .lease_ms = wake->lease_ms};
+  // The same length, and every byte compared (no early exit to time).
+  auto proves = [&](const Slot& slot) {
+    const std::string_view given = wake->secret, ours = slot.secret;
+    if (!wake->handover || ours.empty() || given.size() != ours.size() || slot.handover) return false;
+    unsigned char differ = 0;
+    for (std::size_t i = 0; i < ours.size(); ++i) differ |= static_cast<unsigned char>(given[i] ^ ours[i]);
+    return differ == 0;
+  };
+  const Handover handover{.token = wake->token, .server_ms = wake->server_ms, .lease_ms = wake->lease_ms};
   std::function<void()> call;
   std::shared_ptr<Slot> orphan;
   {
@@ -269,17 +295,16 @@ void Subscriber::dispatch(const redisReply* r) {
     if (it == slots_.end() || it->second->name != wake->name || it->second->nonce != wake->nonce) {
       // Handed to a waiter that has left: given on (its release checks the
       // token, so a lock its owner took again since is left alone).
-      if (!handover) return;
       auto d = departed_.find(std::string(wake->owner) + "\n" + std::string(wake->nonce));
-      if (d == departed_.end() || d->second->name != wake->name) return;
+      if (d == departed_.end() || d->second->name != wake->name || !proves(*d->second)) return;
       orphan = std::move(d->second);
       departed_.erase(d);
     } else {
-      if (handover) it->second->handover = handover;
+      if (proves(*it->second)) it->second->handover = handover;
       call = notify(*it->second);
     }
   }
-  if (orphan) orphan->orphaned(*handover);
+  if (orphan) orphan->orphaned(handover);
   if (call) call();
 }
 

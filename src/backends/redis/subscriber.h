@@ -75,6 +75,13 @@ class Subscriber {
     std::string owner;
     std::string name;
     std::string nonce;  // unique per slot of this subscriber (see Store::entry)
+    // The wait's secret (a lock's waiter): 128 random bits that only this
+    // client and the lock's keys know, until the one handover that carries
+    // it. A handover is taken only with it, and only the first: a message
+    // without it is a mere wake-up. Cleared ("" takes none) when the slot's
+    // subscription was broken after it was given out (a handover sent
+    // meanwhile is lost to us, and someone subscribed may have heard it).
+    std::string secret;  // guarded by Subscriber's mutex
     std::string channel;  // sharded: the channel its wake-ups come on
     bool notified = false;  // guarded by Subscriber's mutex
     // Whether the store may have our entry in the lock's queue (a failed
@@ -112,8 +119,11 @@ class Subscriber {
   // `channel`: sharded, the channel its wake-ups come on (subscribed on
   // the master of its slot before this returns, unless that takes longer
   // than op_timeout); else unused. `orphaned`: see Slot.
+  // `secret`: see Slot ("" for a slot that takes no handover).
   std::shared_ptr<Slot> add(const std::string& owner, const std::string& name, const std::string& channel = {},
-                            std::function<void(const Handover&)> orphaned = {});
+                            std::function<void(const Handover&)> orphaned = {}, std::string secret = {});
+  // The slot's secret now ("" none).
+  std::string secret(const Slot& slot);
   // Removes the slot; whether its entry may still be queued in the store.
   // A slot with `orphaned` is remembered a while (a handover on its way).
   bool remove(const std::shared_ptr<Slot>& slot);
