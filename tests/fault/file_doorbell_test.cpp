@@ -3,7 +3,8 @@
 // nobody, a squatter never receives a wake-up, and a waiter whose doorbell
 // could not be bound publishes no ticket in line (releases then wake it
 // through inotify). "Another user" is a child process that switched to
-// uid/gid 65534 (nobody); the tests run as root, as in CI.
+// uid/gid 65534 (nobody); the tests run as root, as in CI. Last, the dlock
+// tool's default store in a directory another user owns.
 #include <dlock/dlock.h>
 
 #include "backends/file/doorbell.h"
@@ -12,12 +13,14 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -275,6 +278,33 @@ TEST(FileDoorbell, AWaiterWithATakenNameStillGetsTheLockOnRelease) {
   // Woken by the release itself, not by the 500 ms re-check.
   EXPECT_LT(took, scaled(400ms));
   ::close(fd);
+}
+
+// The default store's directory ($XDG_RUNTIME_DIR/dlock here; /tmp/dlock-<uid>
+// without it, the same check) made first by another user: the error names
+// the directory, its owner and what to do instead.
+TEST(FileDefaultDirectory, AnotherUsersDirectoryIsNamedWithItsOwnerAndTheFix) {
+  LockDir runtime;
+  const std::string store = runtime.path() + "/dlock";
+  ASSERT_EQ(::mkdir(store.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(store.c_str(), nobody, nobody), 0);
+  const std::string command = "env -u DLOCK_BACKEND XDG_RUNTIME_DIR='" + runtime.path() + "' '" DLOCK_TOOL
+                              "' run job -- true 2>&1";
+  FILE* p = ::popen(command.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 64) << out;  // refused with the command line: choose another store
+  EXPECT_NE(out.find("'" + store + "'"), std::string::npos) << out;
+  EXPECT_NE(out.find("uid 65534"), std::string::npos) << out;
+  if (const passwd* pw = ::getpwuid(nobody)) {
+    EXPECT_NE(out.find(pw->pw_name), std::string::npos) << out;
+  }
+  EXPECT_NE(out.find("XDG_RUNTIME_DIR"), std::string::npos) << out;
+  EXPECT_NE(out.find("--backend"), std::string::npos) << out;
 }
 
 }  // namespace
