@@ -110,6 +110,7 @@ class Squatter {
       (void)!::read(stop[0], &c, 1);
       const char got = bell && readable(bell->fd, 0ms) ? 'r' : '-';
       (void)!::write(out[1], &got, 1);
+      if (bell) close_doorbell(*bell);
       ::_exit(0);
     }
     ::close(ready[1]);

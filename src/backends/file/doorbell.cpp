@@ -23,18 +23,24 @@ std::string name_of(const FileId& file, std::uint64_t ticket) {
   return std::string(name, static_cast<std::size_t>(n));
 }
 
-// "/proc/self/fd/<dir>/<name>": short whatever the lock directory's path.
+// "<directory>/<name>" (the directory: Doorbells::prefix()).
 struct Address {
   sockaddr_un addr{};
   socklen_t len = 0;
 };
 
-Address address_of(int dir, const std::string& name) {
+Address address_of(const std::string& prefix, const std::string& name) {
   Address a;
   a.addr.sun_family = AF_UNIX;
-  const int n = std::snprintf(a.addr.sun_path, sizeof a.addr.sun_path, "/proc/self/fd/%d/%s", dir, name.c_str());
+  const int n = std::snprintf(a.addr.sun_path, sizeof a.addr.sun_path, "%s%s", prefix.c_str(), name.c_str());
   a.len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + static_cast<std::size_t>(n) + 1);
   return a;
+}
+
+// A directory only this user may enter or change: its own, 0700.
+bool owner_only(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() && (st.st_mode & 077) == 0;
 }
 
 // Whether a socket answers at `a` (a datagram socket bound there); false
@@ -60,13 +66,31 @@ Result<FileId> file_id(int fd) {
 }
 
 Doorbells::Doorbells(int lock_dir_fd) noexcept {
-  struct stat st {};
-  // Nobody else may make or replace a name in it (the backend checked this
-  // of the path it opened; this is what the doorbells rely on).
-  if (lock_dir_fd < 0 || ::fstat(lock_dir_fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
-      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-    return;
-  fd_ = ::fcntl(lock_dir_fd, F_DUPFD_CLOEXEC, 0);
+  try {
+    // On tmpfs, shared by every process of this user on the host.
+    const std::string shm = "/dev/shm/dlock-doorbells-" + std::to_string(::geteuid());
+    if (::mkdir(shm.c_str(), 0700) == 0 || errno == EEXIST) {
+      int fd = ::open(shm.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd >= 0 && owner_only(fd)) {
+        fd_ = fd;
+        prefix_ = shm + "/";
+        return;
+      }
+      if (fd >= 0) ::close(fd);
+    }
+    // The lock directory: nobody else may make or replace a name in it (the
+    // backend checked this of the path it opened; this is what doorbells
+    // rely on), reached through /proc so that any path fits sun_path.
+    struct stat st {};
+    if (lock_dir_fd < 0 || ::fstat(lock_dir_fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+        (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+      return;
+    fd_ = ::fcntl(lock_dir_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd_ >= 0) prefix_ = "/proc/self/fd/" + std::to_string(fd_) + "/";
+  } catch (...) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
 }
 
 Doorbells::~Doorbells() {
@@ -74,7 +98,7 @@ Doorbells::~Doorbells() {
 }
 
 Result<Doorbell> open_doorbell(const Doorbells& bells, const FileId& file, std::uint64_t ticket) {
-  if (bells.fd() < 0) return Status(errc::unavailable, "file backend: the lock directory is not this user's");
+  if (bells.fd() < 0) return Status(errc::unavailable, "file backend: no directory of this user's for doorbells");
   Doorbell bell{-1, bells.fd(), name_of(file, ticket)};
   bell.fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (bell.fd < 0)
@@ -85,7 +109,7 @@ Result<Doorbell> open_doorbell(const Doorbells& bells, const FileId& file, std::
     ::close(bell.fd);
     return s;
   }
-  const Address a = address_of(bells.fd(), bell.name);
+  const Address a = address_of(bells.prefix(), bell.name);
   for (int attempt = 0;; ++attempt) {
     if (::bind(bell.fd, reinterpret_cast<const sockaddr*>(&a.addr), a.len) == 0) return bell;
     // A file left by a dead waiter: ours to replace (nobody else can write
@@ -121,7 +145,7 @@ bool DoorbellRinger::ring(const Doorbells& bells, const FileId& file, std::uint6
   if (fd_ < 0 || bells.fd() < 0) return false;
   Address a;
   try {
-    a = address_of(bells.fd(), name_of(file, ticket));
+    a = address_of(bells.prefix(), name_of(file, ticket));
   } catch (...) {
     return false;
   }

@@ -1,21 +1,24 @@
 // doorbell.h — how a release wakes exactly one waiter in line on file://.
 //
-// Each waiter in line binds a datagram socket in the lock directory, named
-// ".doorbell-<device>-<inode>-<ticket>" after the lock file and its ticket
-// (a leading '.': no lock file's name, see encode_name); the releaser sends
-// one byte to the waiter first in line. Only the directory's owner can
-// reach one: the lock directory is refused unless it is this user's (or
-// root's) with no group or other write (ownership_problem), so nobody else
-// can bind a name in it first, and each socket is made 0600 before it is
-// bound, so nobody else can send to it even where they may enter the
-// directory. (Names in Linux's abstract socket namespace, used before, had
-// no owner: anyone could ring them or bind them first.)
-//
-// A socket's path must fit sun_path (108 bytes), and a lock directory's may
-// not: every address is "/proc/self/fd/<descriptor of the directory>/<name>"
-// (under 90 bytes). Where that can't be bound (no /proc, a directory that
-// isn't this user's) a waiter gets no doorbell: it waits out of line, and
-// releases wake it through inotify (file_waiter.h).
+// Each waiter in line binds a datagram socket named
+// ".doorbell-<device>-<inode>-<ticket>" after the lock file and its ticket;
+// the releaser sends one byte to the waiter first in line. Only the lock
+// directory's owner can reach one. The sockets live in a directory nobody
+// else may enter or change: /dev/shm/dlock-doorbells-<euid> (0700, this
+// user's; tmpfs, so binding and removing one costs microseconds, where on
+// a disk file system each cost a journalled create and unlink, ~0.5 ms,
+// inside the file's guard), else the lock directory itself (refused by the
+// backend unless it is this user's or root's with no group or other write:
+// nobody else can bind a name in it first), reached as
+// "/proc/self/fd/<descriptor>/<name>" so that any path fits sun_path's
+// 108 bytes. Each socket is made 0600 before it is bound, so nobody else can
+// send to it even where they may enter the directory. (Names in Linux's
+// abstract socket namespace, used before, had no owner: anyone could ring
+// them or bind a coming ticket's name first.) Processes sharing a lock
+// directory but not /dev/shm (other mount namespaces) can't reach each
+// other's doorbells: the send fails, and the release wakes everyone.
+// Without either directory a waiter gets no doorbell: it waits out of
+// line, and releases wake it through inotify (file_waiter.h).
 //
 // A socket's file goes when its waiter closes it (close_doorbell); one left
 // by a dead process is found stale (nobody answers) and replaced by the
@@ -38,9 +41,8 @@ struct FileId {
 };
 Result<FileId> file_id(int fd);
 
-// Where a backend's doorbells are: its lock directory (a descriptor of its
-// own). Unusable (fd() < 0) unless the directory is this user's with no
-// group or other write: then nobody gets a doorbell.
+// Where a backend's doorbells are (see above). Unusable (fd() < 0) if
+// neither directory is this user's: then nobody gets a doorbell.
 class Doorbells {
  public:
   explicit Doorbells(int lock_dir_fd) noexcept;
@@ -48,9 +50,11 @@ class Doorbells {
   Doorbells(const Doorbells&) = delete;
   Doorbells& operator=(const Doorbells&) = delete;
   int fd() const { return fd_; }
+  const std::string& prefix() const { return prefix_; }  // the directory's path, '/'-ended
 
  private:
   int fd_ = -1;
+  std::string prefix_;
 };
 
 // One waiter's bound, non-blocking socket and its name in the directory.
