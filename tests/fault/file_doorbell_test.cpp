@@ -59,9 +59,7 @@ class LockDir {
   const std::string& path() const { return path_; }
   int fd() const { return fd_; }
   // A descriptor of the lock file `name`, created if missing.
-  int open(const std::string& name) const {
-    return ::openat(fd_, name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  }
+  int open(const std::string& name) const { return ::openat(fd_, name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600); }
 
  private:
   std::string path_;
@@ -289,8 +287,8 @@ TEST(FileDefaultDirectory, AnotherUsersDirectoryIsNamedWithItsOwnerAndTheFix) {
   const std::string store = runtime.path() + "/dlock";
   ASSERT_EQ(::mkdir(store.c_str(), 0700), 0);
   ASSERT_EQ(::chown(store.c_str(), nobody, nobody), 0);
-  const std::string command = "env -u DLOCK_BACKEND XDG_RUNTIME_DIR='" + runtime.path() + "' '" DLOCK_TOOL
-                              "' run job -- true 2>&1";
+  const std::string command =
+      "env -u DLOCK_BACKEND XDG_RUNTIME_DIR='" + runtime.path() + "' '" DLOCK_TOOL "' run job -- true 2>&1";
   FILE* p = ::popen(command.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;

@@ -18,8 +18,9 @@ namespace {
 // ".doorbell-<device>-<inode>-<ticket>" in hex.
 std::string name_of(const FileId& file, std::uint64_t ticket) {
   char name[64];
-  const int n = std::snprintf(name, sizeof name, ".doorbell-%llx-%llx-%llx", static_cast<unsigned long long>(file.device),
-                              static_cast<unsigned long long>(file.inode), static_cast<unsigned long long>(ticket));
+  const int n =
+      std::snprintf(name, sizeof name, ".doorbell-%llx-%llx-%llx", static_cast<unsigned long long>(file.device),
+                    static_cast<unsigned long long>(file.inode), static_cast<unsigned long long>(ticket));
   return std::string(name, static_cast<std::size_t>(n));
 }
 

@@ -42,8 +42,8 @@ Result<std::optional<PlaceInLine>> first_waiter(int fd, const Line& line, std::i
   return std::optional<PlaceInLine>(all->front());
 }
 
-Result<std::optional<Joined>> join_line(const Doorbells& bells, int fd, const Line& line, int place_fd, std::int64_t max_barging_ns,
-                                        std::int64_t now_ns, bool sync) {
+Result<std::optional<Joined>> join_line(const Doorbells& bells, int fd, const Line& line, int place_fd,
+                                        std::int64_t max_barging_ns, std::int64_t now_ns, bool sync) {
   auto header = read_header(fd);
   if (!header) return header.status();
   auto slots = read_waiter_slots(fd, line);
