@@ -81,7 +81,7 @@ cmake --build --preset dev -j "$jobs"
 sanitized_targets=(dlock_unit_tests dlock_conformance_tests dlock_backend_tests dlock_file_fault_tests
   dlock_redis_fault_tests dlock_zookeeper_fault_tests dlock_postgres_fault_tests dlock_mysql_fault_tests
   dlock_redis_sentinel_fault_tests dlock_redis_cluster_fault_tests dlock_quorum_fault_tests dlock_etcd_fault_tests
-  dlock_redis_forgery_tests dlock_history_checker_tests dlock_nemesis_tests)
+  dlock_redis_forgery_tests dlock_file_doorbell_tests dlock_history_checker_tests dlock_nemesis_tests)
 fuzz_targets=(fuzz_url fuzz_duration fuzz_names fuzz_backend_config fuzz_redis_replies fuzz_zk_names fuzz_cli_args
   fuzz_file_state)
 build_in_background() {  # <preset> <target>...: build, log to build/<preset>.log, mark build/<preset>.built

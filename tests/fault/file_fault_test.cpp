@@ -349,7 +349,7 @@ bool a_doorbell_is_up(const std::string& dir) {
     struct stat st {};
     if (::stat(entry.path().c_str(), &st) != 0) continue;
     char name[80];
-    std::snprintf(name, sizeof name, "@dlock-file/%llx/%llx/", static_cast<unsigned long long>(st.st_dev),
+    std::snprintf(name, sizeof name, "/.doorbell-%llx-%llx-", static_cast<unsigned long long>(st.st_dev),
                   static_cast<unsigned long long>(st.st_ino));
     names.emplace_back(name);
   }

@@ -37,9 +37,10 @@ std::string default_backend();
 
 // The store URL a subcommand uses: `backend` if --backend was given
 // (`given`), else default_backend(); checked without connecting (it parses,
-// and this build has its scheme). Throws CLI::ValidationError naming
-// --backend (or DLOCK_BACKEND) if not: an empty --backend is refused, not
-// taken for the default.
+// and this build has its scheme; the default store's directory, if it
+// exists, is this user's). Throws CLI::ValidationError naming --backend (or
+// DLOCK_BACKEND, or the default store) if not: an empty --backend is
+// refused, not taken for the default.
 std::string store_url(const std::string& backend, bool given);
 
 // A store URL fit to print: its password replaced by "***", whether it

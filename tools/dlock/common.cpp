@@ -5,6 +5,8 @@
 
 #include <dlock/dlock.h>
 
+#include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -35,6 +37,23 @@ std::string runtime_dir() {
   return dir;
 }
 
+// The default store's directory when something of another user's is there
+// already: then nothing of ours may go in it (the file backend would refuse
+// it, or not be let in), and the message says whose it is and what to do
+// instead. Throws CLI::ValidationError (it runs while the command line is
+// checked); returns if the path is free or ours.
+void check_default_directory(const std::string& url) {
+  const std::string dir = url.substr(std::string_view("file://").size());
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || st.st_uid == ::geteuid()) return;
+  std::string owner = "uid " + std::to_string(st.st_uid);
+  if (const passwd* pw = ::getpwuid(st.st_uid); pw && pw->pw_name) owner += ", user " + std::string(pw->pw_name);
+  throw CLI::ValidationError("the default store '" + dir + "' belongs to another user (" + owner +
+                             "), so this user's locks can't be kept there; set XDG_RUNTIME_DIR to a directory of your "
+                             "own (its dlock/ holds the locks), or choose a store with --backend (or DLOCK_BACKEND), "
+                             "e.g. --backend file:///path/you/own");
+}
+
 }  // namespace
 
 std::string default_backend() {
@@ -52,6 +71,7 @@ std::string store_url(const std::string& backend, bool given) {
   const std::string source = given ? "--backend" : env && *env ? "DLOCK_BACKEND" : "the default store";
   auto parsed = detail::parse_url(url);
   if (!parsed) throw CLI::ValidationError(source + ": " + parsed.status().message());
+  if (!given && !(env && *env)) check_default_directory(url);
   // Every process of this host may read a command line (/proc/<pid>/cmdline).
   if (given && parsed->password)
     std::fprintf(stderr,

@@ -182,19 +182,15 @@ class FileBackend final : public Backend, public LockDriver {
       auto ticket = queue(request, file);
       if (ticket) {
         auto key = std::make_tuple(request.owner, request.name);
-        // Its doorbell: a leader's release rings the next candidate only.
-        int doorbell = -1;
-        if (auto id = file_id(ticket->second); id) {
-          if (auto bell = open_doorbell(*id, ticket->first); bell) doorbell = *bell;
-        }
         // Leaving: its byte first, so that the next candidate is the first.
+        // Its doorbell: a leader's release rings the next candidate only.
         return watches_.watch(
-            path, wake_on_release, ticket->second,
-            [this, key, file, place = ticket->second, t = ticket->first] {
+            path, wake_on_release, ticket->place,
+            [this, key, file, place = ticket->place, t = ticket->ticket] {
               unlock_byte(place, queue_base + static_cast<std::int64_t>(t));
               leave_queue(key, file);
             },
-            doorbell);
+            ticket->doorbell);
       }
       // A candidate out of line can't be rung: releases wake everyone.
       auto place = dir_.open(file, false);
@@ -249,7 +245,7 @@ class FileBackend final : public Backend, public LockDriver {
     });
     if (s && ring) {
       auto id = file_id(state->fd);
-      wake_all = !id || !ringer_.ring(*id, *ring);
+      wake_all = !id || !ringer_.ring(doorbells_, *id, *ring);
     }
     if (!s || wake_all) {
       // Closing drops our liveness lock and wakes the waiters (IN_CLOSE_WRITE).
@@ -557,7 +553,7 @@ class FileBackend final : public Backend, public LockDriver {
       if (take_guard(*fd, true, dir_.op_timeout)) {
         GuardScope guard(*fd);
         const std::chrono::nanoseconds barging = request.fair ? std::chrono::milliseconds(0) : request.max_barging_wait;
-        auto j = join_line(*fd, line, *place, barging.count(), monotonic_ns(), dir_.sync);
+        auto j = join_line(doorbells_, *fd, line, *place, barging.count(), monotonic_ns(), dir_.sync);
         if (j && *j) joined = **j;
       }
       put_descriptor(file, *fd);
@@ -650,7 +646,7 @@ class FileBackend final : public Backend, public LockDriver {
   void ring_first(int fd, const Line& line, std::int64_t now) {
     auto first = first_waiter(fd, line, now);
     if (!first || !*first) return;
-    if (auto id = file_id(fd); id) ringer_.ring(*id, (*first)->waiter.ticket);
+    if (auto id = file_id(fd); id) ringer_.ring(doorbells_, *id, (*first)->waiter.ticket);
   }
 
   std::optional<PlaceInLine> place_in_line(const LockRequest& request) const {
@@ -666,10 +662,16 @@ class FileBackend final : public Backend, public LockDriver {
   }
 
   // Election: a place in line for a candidate about to wait, held by the
-  // returned descriptor's lock on its ticket's byte. (ticket, descriptor).
+  // returned descriptor's lock on its ticket's byte, and its doorbell. None
+  // if no doorbell could be bound: a ticket in line can always be rung.
+  struct Queued {
+    std::uint64_t ticket;
+    int place;
+    Doorbell doorbell;
+  };
   // The descriptor is read-only, so closing it (when the candidate leads
   // or gives up) raises no IN_CLOSE_WRITE: it wakes no other candidate.
-  std::optional<std::pair<std::uint64_t, int>> queue(const LockRequest& request, const std::string& file) {
+  std::optional<Queued> queue(const LockRequest& request, const std::string& file) {
     auto place = dir_.open(file, false);
     if (!place || *place < 0) return std::nullopt;
     auto fd = take_descriptor(file);
@@ -677,22 +679,26 @@ class FileBackend final : public Backend, public LockDriver {
       ::close(*place);
       return std::nullopt;
     }
-    std::optional<std::pair<std::uint64_t, int>> out;
+    std::optional<Queued> out;
     if (take_guard(*fd, true, dir_.op_timeout)) {
       GuardScope guard(*fd);
       auto header = read_header(*fd);
       auto next = header ? next_ticket(*header) : Result<std::uint64_t>(header.status());
-      if (next) {
+      auto id = file_id(*fd);
+      auto bell = next && id ? open_doorbell(doorbells_, *id, *next) : Result<Doorbell>(Status(errc::unavailable, ""));
+      if (bell) {
         const std::uint64_t ticket = *next;
         header->last_ticket = ticket;
         // The byte is ours before the header says the ticket exists: a
         // candidate that comes later always sees us in line.
         const std::int64_t byte = queue_base + static_cast<std::int64_t>(ticket);
         if (lock_byte(*place, F_RDLCK, byte) && write_id(*fd, candidate_id_offset(ticket), ticket, request.data, false) &&
-            write_header(*fd, *header, dir_.sync))
-          out.emplace(ticket, *place);
-        else
+            write_header(*fd, *header, dir_.sync)) {
+          out.emplace(Queued{ticket, *place, *bell});
+        } else {
           unlock_byte(*place, byte);
+          close_doorbell(*bell);
+        }
       }
     }
     put_descriptor(file, *fd);
@@ -701,7 +707,7 @@ class FileBackend final : public Backend, public LockDriver {
       return std::nullopt;
     }
     std::lock_guard lk(mu_);
-    tickets_[std::make_tuple(request.owner, request.name)] = out->first;
+    tickets_[std::make_tuple(request.owner, request.name)] = out->ticket;
     return out;
   }
 
@@ -723,7 +729,7 @@ class FileBackend final : public Backend, public LockDriver {
       if (held && !*held && header) {
         auto next = first_in_line(*fd, header->last_ticket + 1, now);
         if (next && *next) {
-          if (auto id = file_id(*fd); id) ringer_.ring(*id, **next);
+          if (auto id = file_id(*fd); id) ringer_.ring(doorbells_, *id, **next);
         }
       }
     }
@@ -897,6 +903,7 @@ class FileBackend final : public Backend, public LockDriver {
   Watches watches_;  // before dir_: every Waiter goes before it
   DoorbellRinger ringer_;
   const Directory dir_;
+  const Doorbells doorbells_{dir_.fd};  // after dir_: it is made in there
   Counters counters_;
   Barriers barriers_;
   mutable std::mutex mu_;

@@ -21,17 +21,17 @@ constexpr std::size_t max_idle_instances = 16;
 
 class FileWaiter final : public Waiter {
  public:
-  FileWaiter(Watches& watches, int inotify_fd, int wd, int place, std::function<void()> on_close, int doorbell)
+  FileWaiter(Watches& watches, int inotify_fd, int wd, int place, std::function<void()> on_close, Doorbell doorbell)
       : watches_(watches),
         fd_(inotify_fd),
         wd_(wd),
         place_(place),
         on_close_(std::move(on_close)),
-        doorbell_(doorbell) {}
+        doorbell_(std::move(doorbell)) {}
   ~FileWaiter() override {
     if (on_close_) on_close_();
     if (place_ >= 0) ::close(place_);
-    if (doorbell_ >= 0) ::close(doorbell_);
+    close_doorbell(doorbell_);
     watches_.give_back(fd_, wd_);
   }
   FileWaiter(const FileWaiter&) = delete;
@@ -40,12 +40,12 @@ class FileWaiter final : public Waiter {
   Status wait_until(steady::time_point until) override {
     auto left = std::chrono::ceil<std::chrono::milliseconds>(until - steady::now());
     int timeout = static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 60'000));
-    pollfd p[2] = {{fd_, POLLIN, 0}, {doorbell_, POLLIN, 0}};
-    int n = ::poll(p, doorbell_ >= 0 ? 2 : 1, timeout);
+    pollfd p[2] = {{fd_, POLLIN, 0}, {doorbell_.fd, POLLIN, 0}};
+    int n = ::poll(p, doorbell_.fd >= 0 ? 2 : 1, timeout);
     if (n < 0 && errno != EINTR)
       return Status(errc::unavailable, std::string("file backend: waiting for a change: ") + std::strerror(errno));
     if (n > 0 && p[0].revents) drain(fd_);
-    if (n > 0 && p[1].revents) drain_doorbell(doorbell_);
+    if (n > 0 && p[1].revents) drain_doorbell(doorbell_.fd);
     return {};
   }
 
@@ -61,7 +61,7 @@ class FileWaiter final : public Waiter {
   int wd_;
   int place_;
   std::function<void()> on_close_;
-  int doorbell_;
+  Doorbell doorbell_;
 };
 
 }  // namespace
@@ -71,7 +71,7 @@ Watches::~Watches() {
 }
 
 std::unique_ptr<Waiter> Watches::watch(const std::string& path, std::uint32_t mask, int place,
-                                       std::function<void()> on_close, int doorbell) {
+                                       std::function<void()> on_close, Doorbell doorbell) {
   int fd = -1;
   {
     std::lock_guard lk(mu_);
@@ -89,13 +89,14 @@ std::unique_ptr<Waiter> Watches::watch(const std::string& path, std::uint32_t ma
     if (fd >= 0) give_back(fd, -1);
     // Rung by the release that hands it on; a holder's death is seen at the
     // caller's next retry.
-    if (doorbell >= 0) return std::make_unique<FileWaiter>(*this, -1, -1, place, std::move(on_close), doorbell);
+    if (doorbell.fd >= 0)
+      return std::make_unique<FileWaiter>(*this, -1, -1, place, std::move(on_close), std::move(doorbell));
     if (on_close) on_close();
     if (place >= 0) ::close(place);
-    if (doorbell >= 0) ::close(doorbell);
+    close_doorbell(doorbell);
     return nullptr;
   }
-  return std::make_unique<FileWaiter>(*this, fd, wd, place, std::move(on_close), doorbell);
+  return std::make_unique<FileWaiter>(*this, fd, wd, place, std::move(on_close), std::move(doorbell));
 }
 
 void Watches::give_back(int fd, int wd) noexcept {

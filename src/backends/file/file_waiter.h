@@ -3,6 +3,7 @@
 // for a Mutex's waiter in line, on its doorbell too (doorbell.h).
 #pragma once
 
+#include "backends/file/doorbell.h"
 #include "core/driver.h"
 #include "core/events.h"
 
@@ -48,10 +49,10 @@ class Watches {
   // the caller then polls. `place`, if >= 0,
   // is a descriptor whose byte locks hold the waiter's place (a writer
   // waiting, an election ticket, a Mutex's waiter slot): closed with the
-  // Waiter, after `on_close` runs. `doorbell`, if >= 0, wakes it as well
+  // Waiter, after `on_close` runs. `doorbell`, if bound, wakes it as well
   // (closed after `place`, so nobody rings a place that is gone).
   std::unique_ptr<Waiter> watch(const std::string& path, std::uint32_t mask, int place = -1,
-                                std::function<void()> on_close = {}, int doorbell = -1);
+                                std::function<void()> on_close = {}, Doorbell doorbell = {});
   // A Waiter's instance (if >= 0) back, its watch `wd` (if >= 0) removed.
   void give_back(int fd, int wd) noexcept;
 

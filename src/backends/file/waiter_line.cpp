@@ -42,8 +42,8 @@ Result<std::optional<PlaceInLine>> first_waiter(int fd, const Line& line, std::i
   return std::optional<PlaceInLine>(all->front());
 }
 
-Result<std::optional<Joined>> join_line(int fd, const Line& line, int place_fd, std::int64_t max_barging_ns,
-                                        std::int64_t now_ns, bool sync) {
+Result<std::optional<Joined>> join_line(const Doorbells& bells, int fd, const Line& line, int place_fd,
+                                        std::int64_t max_barging_ns, std::int64_t now_ns, bool sync) {
   auto header = read_header(fd);
   if (!header) return header.status();
   auto slots = read_waiter_slots(fd, line);
@@ -52,6 +52,8 @@ Result<std::optional<Joined>> join_line(int fd, const Line& line, int place_fd, 
   if (!ticket) return ticket.status();
   // Slots nobody is in first: a slot whose byte is still locked belongs to
   // a waiter on its way out, or one that is stopped.
+  auto id = file_id(fd);
+  if (!id) return id.status();
   std::vector<std::uint32_t> order(line.slots);
   for (std::uint32_t i = 0; i < line.slots; ++i) order[i] = i;
   std::stable_partition(order.begin(), order.end(), [&](std::uint32_t i) {
@@ -61,21 +63,25 @@ Result<std::optional<Joined>> join_line(int fd, const Line& line, int place_fd, 
     auto taken = range_locked(fd, byte_of(i), 1);
     if (!taken) return taken.status();
     if (*taken) continue;
-    // Under the guard nobody else takes a slot: the byte is ours to lock.
-    if (Status s = lock_byte(place_fd, F_RDLCK, byte_of(i)); !s) return s;
+    // Bound before the slot names it: whoever finds us first in line can
+    // ring, and a ticket nobody of ours listens for is never published.
+    auto bell = open_doorbell(bells, *id, *ticket);
+    if (!bell) return std::optional<Joined>();
     Joined out;
+    out.doorbell = *bell;
+    // Under the guard nobody else takes a slot: the byte is ours to lock.
+    if (Status s = lock_byte(place_fd, F_RDLCK, byte_of(i)); !s) {
+      close_doorbell(out.doorbell);
+      return s;
+    }
     out.place.slot = i;
     out.place.waiter = WaiterSlot{*ticket, now_ns, now_ns + waiting_lease_ns, max_barging_ns};
     header->last_ticket = out.place.waiter.ticket;
-    // Bound before the slot names it: whoever finds us first in line can ring.
-    if (auto id = file_id(fd); id) {
-      if (auto bell = open_doorbell(*id, out.place.waiter.ticket); bell) out.doorbell = *bell;
-    }
     Status s = write_waiter_slot(fd, line, i, out.place.waiter, false);
     if (s) s = write_header(fd, *header, sync);
     if (!s) {
       unlock_byte(place_fd, byte_of(i));
-      if (out.doorbell >= 0) ::close(out.doorbell);
+      close_doorbell(out.doorbell);
       return s;
     }
     return std::optional<Joined>(out);

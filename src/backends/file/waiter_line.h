@@ -5,7 +5,9 @@
 // A waiter about to wait takes a free slot and the next ticket, read-locks
 // the slot's byte through a descriptor of its own (the kernel drops it if
 // the waiter dies: a dead waiter holds nobody up) and binds its doorbell
-// (doorbell.h). The first in line is the live slot with the lowest ticket.
+// (doorbell.h) before its ticket is written: a ticket in line always has a
+// socket of its waiter's behind it. The first in line is the live slot with
+// the lowest ticket.
 // Every function here expects the caller to hold the file's guard.
 #pragma once
 
@@ -34,13 +36,15 @@ Result<std::optional<PlaceInLine>> first_waiter(int fd, const Line& line, std::i
 
 struct Joined {
   PlaceInLine place;
-  int doorbell = -1;  // -1: none could be bound (releases then wake everyone)
+  Doorbell doorbell;  // bound; close_doorbell when the place is given up
 };
 
 // Joins the line: a free slot, read-locked through `place_fd` (a descriptor
 // of the same file that the waiter keeps while it waits), with the next
-// ticket. nullopt if every slot is taken.
-Result<std::optional<Joined>> join_line(int fd, const Line& line, int place_fd, std::int64_t max_barging_ns,
+// ticket. nullopt if every slot is taken, or if no doorbell could be bound
+// for the ticket (its name held by a live socket, no /proc): the
+// caller then waits out of line, woken by every release.
+Result<std::optional<Joined>> join_line(const Doorbells& bells, int fd, const Line& line, int place_fd, std::int64_t max_barging_ns,
                                         std::int64_t now_ns, bool sync);
 
 // Leaves it (granted, or given up): the slot is free again if it still
