@@ -230,12 +230,13 @@ Result<Url> parse_url(std::string_view text) {
 std::string printable_url(std::string_view text) {
   if (auto url = parse_url(text)) return url->redacted();
   std::string out(text);
-  // user:password@ in the authority (up to the first '/', '?' or '#' after
-  // "://"; the last '@' in it ends the user info).
+  // user:password@ : from the first ':' after "://" to the last '@' (a
+  // password with a raw '/', '?' or '#' is what most often keeps a URL
+  // from parsing, so the '@' is looked for in the whole text; hiding too
+  // much is fine).
   const auto scheme_end = out.find("://");
   const std::size_t from = scheme_end == std::string::npos ? 0 : scheme_end + 3;
-  const std::size_t authority_end = std::min(out.find_first_of("/?#", from), out.size());
-  const auto at = out.rfind('@', authority_end == 0 ? 0 : authority_end - 1);
+  const auto at = out.rfind('@');
   if (at != std::string::npos && at >= from) {
     const auto colon = out.find(':', from);
     if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
@@ -266,7 +267,8 @@ Status take_password_file(Url& url) {
   const std::string path = option->second;
   if (url.password) return invalid("give the password or password_file=, not both");
   if (path.empty() || path.front() != '/') return invalid("password_file='" + path + "' must be an absolute path");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+  // O_NONBLOCK: a FIFO is refused below, not waited on.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
     const int error = errno;
     return invalid("password_file='" + path + "' cannot be read: " +

@@ -67,6 +67,10 @@ TEST(PasswordFile, AFileOthersMayReadASymlinkOrTwoPasswordsAreRefused) {
   EXPECT_THAT(take_password_file(url).message(), HasSubstr("not both"));
   url = parsed("redis://h?password_file=" + (dir.path() / "missing").string());
   EXPECT_THAT(take_password_file(url).message(), HasSubstr("cannot be read"));
+  // A FIFO is refused, not waited on.
+  ASSERT_EQ(::mkfifo((dir.path() / "fifo").c_str(), 0600), 0);
+  url = parsed("redis://h?password_file=" + (dir.path() / "fifo").string());
+  EXPECT_THAT(take_password_file(url).message(), HasSubstr("not a regular file"));
   url = parsed("redis://h?password_file=relative/path");
   EXPECT_THAT(take_password_file(url).message(), HasSubstr("absolute path"));
 }

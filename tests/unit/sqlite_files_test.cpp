@@ -40,6 +40,18 @@ TEST(SqliteFiles, ADatabaseThatIsASymlinkIsRefusedAndTheFileItNamesIsLeftAlone) 
   EXPECT_FALSE(fs::exists(dir.path() / "locks.db.wake"));
 }
 
+// A FIFO planted at the database's path is refused at once: opening it
+// to look must not wait for a writer (the call would hang past any
+// deadline).
+TEST(SqliteFiles, AFifoAtTheDatabasePathIsRefusedWithoutWaiting) {
+  TempDir dir;
+  const auto db = dir.path() / "locks.db";
+  ASSERT_EQ(::mkfifo(db.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THAT(refused(url_of(db)), HasSubstr("not a regular file"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, test::scaled(std::chrono::seconds(5)));
+}
+
 TEST(SqliteFiles, ADatabaseOthersMayWriteIsRefused) {
   TempDir dir;
   const auto db = dir.path() / "locks.db";

@@ -303,6 +303,10 @@ TEST(PrintableUrl, HidesSecretsWhetherTheUrlParsesOrNot) {
   // Bad port: does not parse.
   EXPECT_EQ(printable_url("redis://u:Zq9Secret77@h:99999/0"), "redis://u:***@h:99999/0");
   EXPECT_EQ(printable_url("redis://u:Zq9:Sec@ret77@h:port"), "redis://u:***@h:port");
+  // A raw '/', '?' or '#' in the password: why the URL does not parse.
+  EXPECT_EQ(printable_url("redis://u:Zq9/Secret77@h/0"), "redis://u:***@h/0");
+  EXPECT_EQ(printable_url("redis://u:Zq9?Secret77@h"), "redis://u:***@h");
+  EXPECT_EQ(printable_url("redis://u:Zq9#Secret77@h"), "redis://u:***@h");
   EXPECT_EQ(printable_url("etcds://h:x?ca=/c.pem&key=/k.pem&password=Zq9Secret77"),
             "etcds://h:x?ca=/c.pem&key=***&password=***");
   for (const char* text : {"redis://u:Zq9Secret77@h:99999", "mysql://:Zq9Secret77@[::1/db", "u:Zq9Secret77@x y",

@@ -73,8 +73,11 @@ Doorbells::Doorbells(int lock_dir_fd) noexcept {
     if (::mkdir(shm.c_str(), 0700) == 0 || errno == EEXIST) {
       int fd = ::open(shm.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (fd >= 0 && owner_only(fd)) {
+        // Through the descriptor that was checked, not the path: a
+        // directory removed and made again (by a cleaner, or by another
+        // user in the sticky /dev/shm) is never the one used.
         fd_ = fd;
-        prefix_ = shm + "/";
+        prefix_ = "/proc/self/fd/" + std::to_string(fd_) + "/";
         return;
       }
       if (fd >= 0) ::close(fd);

@@ -259,7 +259,8 @@ Status check_location(const std::string& path) {
 // holds the file while SQLite opens the path, so that a file swapped in
 // meanwhile is seen (same_file).
 Result<int> open_database_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  // O_NONBLOCK: a FIFO planted there is refused below, not waited on.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
   if (fd < 0) {
     if (errno == ELOOP) return invalid_url("'" + path + "' is a symlink; name the database file itself");
     if (errno == EISDIR) return invalid_url("'" + path + "' exists and is not a regular file");
