@@ -40,7 +40,10 @@ class Raw {
   explicit Raw(int port) {
     timeval timeout{5, 0};
     c_ = redisConnectWithTimeout("127.0.0.1", port, timeout);
-    if (!c_ || c_->err) throw std::runtime_error("cannot connect to the test's redis-server");
+    if (!c_ || c_->err) {
+      redisFree(c_);  // (a failed connect still allocates its context)
+      throw std::runtime_error("cannot connect to the test's redis-server");
+    }
     (void)redisSetTimeout(c_, timeout);
   }
   ~Raw() { redisFree(c_); }
