@@ -239,7 +239,6 @@ void close_on_exec_except(const std::vector<int>& keep) {
 }
 
 int run(const RunArgs& args, const RunPlan& plan) {
-  const auto lease = plan.lease;
   const auto kill_after = plan.kill_after;
   const auto wait = plan.wait;
   const auto hold_at_least = plan.hold_at_least;
